@@ -1,0 +1,424 @@
+"""The `nbrecall` command line: thin wiring of the pipeline stages, with progress and summaries."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from nbrecall.config import ConfigError, Settings, load_settings
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Searchable, answerable memory for an archive of Jupyter notebooks.",
+)
+err = Console(stderr=True)
+
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="nbrecall.toml to read (default ./nbrecall.toml).")
+]
+IndexOpt = Annotated[
+    Path | None, typer.Option("--index", help="Index folder (default .nbrecall or $NBRECALL_INDEX).")
+]
+
+
+def _settings(config: Path | None, index: Path | None = None) -> Settings:
+    try:
+        settings = load_settings(config)
+    except ConfigError as exc:
+        err.print(f"[red]config error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if index is not None:
+        settings.index_dir = index
+    return settings
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
+
+
+@app.command()
+def convert(
+    path: Annotated[Path, typer.Argument(help="A notebook or a folder of notebooks.")],
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Output folder (default: beside each input).")
+    ] = None,
+    stdout: Annotated[
+        bool, typer.Option("--stdout", help="Print the markdown of one notebook to stdout.")
+    ] = False,
+    max_output_chars: Annotated[
+        int, typer.Option(help="Keep text outputs up to this size; longer → head/tail.")
+    ] = 2000,
+    config: ConfigOpt = None,
+) -> None:
+    """Render notebooks as LLM-addressable markdown with a fidelity report and an SVG dependency map."""
+    from nbrecall.convert.markdown import ConvertOptions
+    from nbrecall.convert.run import convert_file
+    from nbrecall.notebook.files import walk_notebooks
+
+    settings = _settings(config)
+    options = ConvertOptions(max_output_chars=max_output_chars)
+    if not path.exists():
+        err.print(f"[red]error:[/red] {path}: no such file or folder")
+        raise typer.Exit(2)
+    if stdout:
+        if not path.is_file():
+            err.print("[red]error:[/red] --stdout takes a single notebook file")
+            raise typer.Exit(2)
+        result = convert_file(path, None, options)
+        if not result.ok or result.converted is None:
+            err.print(f"[red]unreadable:[/red] {path}: {result.reason}")
+            raise typer.Exit(1)
+        sys.stdout.write(result.converted.markdown)
+        return
+    files = list(
+        walk_notebooks(path, skip_hidden=settings.discover.skip_hidden, exclude=settings.discover.exclude)
+    )
+    base = path if path.is_dir() else path.parent
+    results = []
+    with _progress() as progress:
+        task = progress.add_task("converting", total=len(files), rate="")
+        for file in files:
+            rel = file.relative_to(base)
+            target = (out / rel.parent) if out else file.parent
+            results.append(convert_file(file, target, options, display_path=str(rel)))
+            progress.update(task, advance=1, rate=file.name[:40])
+    _convert_summary(results)
+    if any(not r.ok for r in results):
+        raise typer.Exit(1 if all(not r.ok for r in results) else 0)
+
+
+def _convert_summary(results: list) -> None:  # type: ignore[type-arg]
+    ok = [r for r in results if r.ok]
+    table = Table(title=f"converted {len(ok)} of {len(results)} notebooks")
+    for column in (
+        "notebook",
+        "bytes before",
+        "bytes after",
+        "tokens before",
+        "tokens after",
+        "figures",
+        "warnings",
+    ):
+        table.add_column(column, justify="left" if column == "notebook" else "right")
+    shown = sorted(ok, key=lambda r: -r.figures.bytes_before)[:20]
+    for r in shown:
+        f = r.figures
+        table.add_row(
+            r.name,
+            f"{f.bytes_before:,}",
+            f"{f.bytes_after:,}",
+            f"{f.tokens_before:,}",
+            f"{f.tokens_after:,}",
+            str(f.figures),
+            str(f.warnings),
+        )
+    if ok:
+        tb = sum(r.figures.tokens_before for r in ok)
+        ta = sum(r.figures.tokens_after for r in ok)
+        table.add_row(
+            "[b]total[/b]",
+            f"{sum(r.figures.bytes_before for r in ok):,}",
+            f"{sum(r.figures.bytes_after for r in ok):,}",
+            f"{tb:,}",
+            f"{ta:,}",
+            str(sum(r.figures.figures for r in ok)),
+            str(sum(r.figures.warnings for r in ok)),
+        )
+    err.print(table)
+    for r in results:
+        if not r.ok:
+            err.print(f"[yellow]unreadable[/yellow] {r.source}: {r.reason}")
+
+
+def _filters(
+    year: str | None, project: str | None, author: str | None, tag: str | None, include_deprecated: bool
+):  # type: ignore[no-untyped-def]
+    from nbrecall.index.store import SearchFilters
+
+    year_from = year_to = None
+    if year:
+        low, _, high = year.partition("..")
+        try:
+            year_from = int(low) if low else None
+            year_to = int(high) if high else (year_from if ".." not in year else None)
+        except ValueError as exc:
+            err.print(f"[red]error:[/red] --year takes YYYY or YYYY..YYYY, not {year!r}")
+            raise typer.Exit(2) from exc
+    return SearchFilters(
+        year_from=year_from,
+        year_to=year_to,
+        project=project,
+        author=author,
+        tag=tag,
+        include_deprecated=include_deprecated,
+    )
+
+
+YearOpt = Annotated[str | None, typer.Option("--year", help="A year or a range: 2015..2019.")]
+ProjectOpt = Annotated[str | None, typer.Option("--project", help="Only notebooks of this project code.")]
+AuthorOpt = Annotated[str | None, typer.Option("--author", help="Only notebooks whose author contains this.")]
+TagOpt = Annotated[str | None, typer.Option("--tag", help="Only notebooks with this tag.")]
+DeprecatedOpt = Annotated[
+    bool, typer.Option("--include-deprecated", help="Also search deprecated notebooks.")
+]
+
+
+@app.command()
+def index(
+    roots: Annotated[list[Path], typer.Argument(help="Folders (or notebooks) to index.")],
+    index_dir: IndexOpt = None,
+    config: ConfigOpt = None,
+    no_vectors: Annotated[
+        bool, typer.Option("--no-vectors", help="Keyword index only; skip embedding.")
+    ] = False,
+) -> None:
+    """Index notebook archives: incremental, resumable, one writer at a time."""
+    import time
+
+    from nbrecall.ingest.lock import IndexLocked
+    from nbrecall.ingest.pipeline import run_index
+    from nbrecall.service import make_embedder, open_store
+
+    settings = _settings(config, index_dir)
+    if no_vectors:
+        settings.embed.enabled = False
+    for root in roots:
+        if not root.exists():
+            err.print(f"[red]error:[/red] {root}: no such file or folder")
+            raise typer.Exit(2)
+    embedder = make_embedder(settings)
+    store = open_store(settings, embedder.dim)
+    started = time.perf_counter()
+    with _progress() as progress:
+        task = progress.add_task("indexing", total=None, rate="")
+
+        def report(stage: str, done: int, total: int) -> None:
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            progress.update(task, completed=done, total=total, rate=f"{rate:.1f} notebooks/s")
+
+        try:
+            result = run_index(roots, settings, embedder, store, progress=report)
+        except IndexLocked as exc:
+            err.print(f"[red]locked:[/red] {exc}")
+            raise typer.Exit(3) from exc
+    elapsed = time.perf_counter() - started
+    table = Table(title=f"indexed into {settings.index_dir} in {elapsed:.1f} s")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for label, value in [
+        ("files seen", result.files),
+        ("files hashed", result.hashed),
+        ("new or changed files", result.changed),
+        ("deleted files", result.deleted_files),
+        ("notebooks indexed", result.notebooks_indexed),
+        ("quarantined", len(result.quarantined)),
+        ("chunks written", result.chunks_written),
+        ("texts embedded", result.texts_embedded),
+        ("embedding cache hits", result.embed_cache_hits),
+        ("notebooks removed", result.notebooks_removed),
+    ]:
+        table.add_row(label, f"{value:,}")
+    for stage, seconds in result.seconds.items():
+        table.add_row(f"time: {stage}", f"{seconds:.1f} s")
+    err.print(table)
+    for rel, reason in result.quarantined:
+        err.print(f"[yellow]quarantined[/yellow] {rel}: {reason}")
+
+
+def _open_archive(settings: Settings):  # type: ignore[no-untyped-def]
+    from nbrecall.service import Archive, IndexMissing
+
+    try:
+        return Archive(settings)
+    except IndexMissing as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="The question; '-' reads one query per line from stdin.")],
+    index_dir: IndexOpt = None,
+    k: Annotated[int, typer.Option("-k", help="Number of results.")] = 10,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the JSON contract (JSON Lines with '-').")
+    ] = False,
+    year: YearOpt = None,
+    project: ProjectOpt = None,
+    author: AuthorOpt = None,
+    tag: TagOpt = None,
+    include_deprecated: DeprecatedOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Find the cells that answer a question; results grouped by notebook."""
+    import json
+
+    settings = _settings(config, index_dir)
+    archive = _open_archive(settings)
+    filters = _filters(year, project, author, tag, include_deprecated)
+    queries = [line.strip() for line in sys.stdin if line.strip()] if query == "-" else [query]
+    for text in queries:
+        result = archive.search(text, filters)
+        hits = result.hits(k)
+        if as_json:
+            sys.stdout.write(
+                json.dumps({"query": text, "results": [h.contract() for h in hits]}, ensure_ascii=False)
+                + "\n"
+            )
+            sys.stdout.flush()
+        else:
+            _print_hits(text, result, k)
+
+
+def _print_hits(text: str, result, k: int) -> None:  # type: ignore[no-untyped-def]
+    from rich.markup import escape
+
+    from nbrecall.search.retrieve import query_terms
+
+    out = Console()
+    terms = query_terms(text)
+    shown = 0
+    out.print(f"[b]{escape(text)}[/b]")
+    for nb in result.notebooks:
+        if shown >= k:
+            break
+        meta = " · ".join(str(x) for x in (nb.hits[0].year, nb.hits[0].project, nb.hits[0].author) if x)
+        flags = " [yellow]deprecated[/yellow]" if nb.hits[0].deprecated else ""
+        out.print(f"\n[b cyan]{escape(nb.notebook)}[/b cyan]  [dim]{escape(meta)}[/dim]{flags}")
+        for hit in nb.hits:
+            if shown >= k:
+                break
+            shown += 1
+            snippet = escape(hit.snippet)
+            for term in sorted(terms, key=len, reverse=True):
+                snippet = _highlight(snippet, term)
+            out.print(
+                f"  [magenta]Cell {hit.cell}[/magenta] [dim]{hit.kind} · #cell-id={escape(hit.cell_id)} · "
+                f"{escape(hit.heading)}[/dim]\n    {snippet}"
+            )
+    if not result.notebooks:
+        out.print("no results")
+
+
+def _highlight(text: str, term: str) -> str:
+    import re
+
+    return re.sub(f"(?i)(?<![\\w\\[])({re.escape(term)})", r"[b yellow]\1[/b yellow]", text)
+
+
+@app.command()
+def status(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
+    """What the index holds, and every quarantined file with its reason."""
+    from nbrecall.ingest.manifest import Manifest
+
+    settings = _settings(config, index_dir)
+    path = settings.index_dir / "manifest.sqlite"
+    if not path.is_file():
+        err.print(f"[red]error:[/red] {settings.index_dir}: no index here; run `nbrecall index ROOT` first")
+        raise typer.Exit(2)
+    manifest = Manifest(path, readonly=True)
+    stats = manifest.stats()
+    out = Console()
+    table = Table(title=f"index {settings.index_dir}")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for key, value in stats.items():
+        table.add_row(key, f"{value:,}")
+    share = stats["embedded"] / stats["chunks"] if stats["chunks"] else 1.0
+    table.add_row("embedding progress", f"{share:.0%}")
+    out.print(table)
+    quarantined = manifest.contents("quarantined")
+    if quarantined:
+        q = Table(title=f"{len(quarantined)} quarantined file(s): retried when their content changes")
+        q.add_column("file")
+        q.add_column("reason")
+        for rec in quarantined:
+            for _root, rel in manifest.paths_of(rec.sha256) or [(rec.root, rec.rel)]:
+                q.add_row(rel, rec.reason)
+        out.print(q)
+
+
+@app.command("eval")
+def eval_command(
+    queries: Annotated[
+        Path, typer.Argument(help="Queries in JSON Lines (format of shared/eval/queries.jsonl).")
+    ],
+    root: Annotated[Path, typer.Option("--root", help="The corpus the query paths are relative to.")],
+    index_dir: IndexOpt = None,
+    baselines: Annotated[
+        bool, typer.Option("--baselines", help="Also run the naive-loader baselines.")
+    ] = False,
+    show_misses: Annotated[bool, typer.Option("--misses", help="List the queries that missed.")] = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Measure retrieval on a query set: nb@1, nb@3, nb@5, MRR and cell@10c, overall and per kind."""
+    from nbrecall.search.evaluate import evaluate, load_queries
+
+    settings = _settings(config, index_dir)
+    if not (settings.index_dir / "manifest.sqlite").is_file():
+        err.print(f"indexing {root} into {settings.index_dir} first")
+        index([root], index_dir=settings.index_dir, config=config, no_vectors=False)
+    archive = _open_archive(settings)
+    items = load_queries(queries)
+
+    def run(text: str) -> list[dict]:  # type: ignore[type-arg]
+        return [h.contract() for h in archive.search(text).hits(30)]
+
+    tables = {"nbrecall": evaluate(items, run)}
+    if baselines:
+        from nbrecall.search.baselines import BASELINES, baseline_search, build_baseline
+
+        work = settings.index_dir / "baselines"
+        for name in BASELINES:
+            store = build_baseline(name, root, work, archive.embedder)
+            for mode in ("bm25", "dense"):
+                tables[f"{name} {mode}"] = evaluate(items, baseline_search(store, archive.embedder, mode))
+    out = Console()
+    columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c"]
+    overall = Table(title=f"{len(items)} queries over {root}")
+    overall.add_column("system")
+    for column in columns:
+        overall.add_column(column, justify="right")
+    for name, (table, _outcomes) in tables.items():
+        overall.add_row(name, *(f"{table['all'][c]:.3f}" for c in columns))
+    out.print(overall)
+    table, outcomes = tables["nbrecall"]
+    kinds = Table(title="nbrecall per kind")
+    kinds.add_column("kind")
+    kinds.add_column("n", justify="right")
+    for column in columns:
+        kinds.add_column(column, justify="right")
+    for kind, values in table.items():
+        kinds.add_row(kind, str(int(values["n"])), *(f"{values[c]:.3f}" for c in columns))
+    out.print(kinds)
+    if show_misses:
+        for outcome in outcomes:
+            if outcome.notebook_rank != 1 or not outcome.cell_hit:
+                q = outcome.query
+                out.print(
+                    f"[yellow]{q.id}[/yellow] {q.kind} nb rank {outcome.notebook_rank} cell "
+                    f"{'hit' if outcome.cell_hit else 'miss'}: {q.query}"
+                )
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

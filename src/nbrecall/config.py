@@ -1,0 +1,141 @@
+"""One configuration object, read from `nbrecall.toml` and the environment, passed to every stage.
+
+Precedence: command-line flags (applied by the CLI) > environment variables > `nbrecall.toml` > defaults.
+The file is looked up as `--config PATH`, else `$NBRECALL_CONFIG`, else `./nbrecall.toml`; every setting is
+optional. See README.md for the documented settings.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class DiscoverSettings:
+    """Which files under the roots count as notebooks."""
+
+    skip_hidden: bool = True
+    exclude: list[str] = field(default_factory=lambda: [".ipynb_checkpoints"])
+    follow_symlinks: bool = False
+
+
+@dataclass
+class MetadataSettings:
+    """Path rules and deprecation rules (DESIGN §5)."""
+
+    path_rules: list[str] = field(default_factory=list)
+    deprecated_tags: list[str] = field(default_factory=lambda: ["deprecated"])
+    deprecated_paths: list[str] = field(default_factory=list)
+    sidecar_suffix: str = ".tags.txt"
+
+    def compiled_rules(self) -> list[re.Pattern[str]]:
+        return [re.compile(rule) for rule in self.path_rules]
+
+
+@dataclass
+class ChunkSettings:
+    """Token budget for grouped chunks; 0 means ~20% under the embedder's maximum input."""
+
+    budget_tokens: int = 0
+    max_output_chars: int = 2000
+
+
+@dataclass
+class EmbedConfig:
+    """Which embedding model: the bundled default, a local folder, or an OpenAI-compatible endpoint."""
+
+    kind: str = "default"
+    path: str | None = None
+    url: str | None = None
+    model: str | None = None
+    batch_size: int = 32
+    threads: int = 0
+    enabled: bool = True
+    cache_dir: str | None = None  # where the built ONNX model is cached; default <index>/models
+
+
+@dataclass
+class RetrieveSettings:
+    """Fan-out and priors of retrieval (DESIGN §6)."""
+
+    fanout: int = 50
+    top_notebooks: int = 3
+    neighbours_after: int = 2
+    fusion: str = "convex"  # "convex" (BM25 relative to best + cosine) or "rrf"
+    alpha: float = 0.5  # keyword weight in "convex"
+    rrf_k: int = 60
+    phrase_weight: float = 0.3  # bonus for the share of the query's word pairs found adjacent in a chunk
+
+
+@dataclass
+class Settings:
+    """Everything configurable, in one object."""
+
+    index_dir: Path = field(default_factory=lambda: Path(".nbrecall"))
+    discover: DiscoverSettings = field(default_factory=DiscoverSettings)
+    metadata: MetadataSettings = field(default_factory=MetadataSettings)
+    chunk: ChunkSettings = field(default_factory=ChunkSettings)
+    embed: EmbedConfig = field(default_factory=EmbedConfig)
+    retrieve: RetrieveSettings = field(default_factory=RetrieveSettings)
+    config_path: Path | None = None
+
+
+class ConfigError(ValueError):
+    """A configuration file or value that cannot be used; the message names the file and the key."""
+
+
+def _apply(target: Any, values: dict[str, Any], where: str) -> None:
+    known = {f.name: f for f in fields(target)}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(f"{where}: unknown setting '{key}' (known: {', '.join(sorted(known))})")
+        current = getattr(target, key)
+        if is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: '{key}' must be a table")
+            _apply(current, value, f"{where}.{key}")
+        elif isinstance(current, Path):
+            setattr(target, key, Path(value))
+        else:
+            setattr(target, key, value)
+
+
+def load_settings(config: str | Path | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Build `Settings` from the config file (if any) and the environment."""
+    env = dict(os.environ if env is None else env)
+    settings = Settings()
+    path = Path(config) if config else Path(env["NBRECALL_CONFIG"]) if env.get("NBRECALL_CONFIG") else None
+    if path is None and Path("nbrecall.toml").is_file():
+        path = Path("nbrecall.toml")
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{path}: config file not found") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+        index = data.pop("index", {})
+        if "dir" in index:
+            settings.index_dir = Path(index.pop("dir"))
+        _apply(settings, data, str(path))
+        settings.config_path = path
+        for rule in settings.metadata.path_rules:
+            try:
+                re.compile(rule)
+            except re.error as exc:
+                raise ConfigError(f"{path}: metadata.path_rules: bad regex {rule!r}: {exc}") from exc
+    if env.get("NBRECALL_INDEX"):
+        settings.index_dir = Path(env["NBRECALL_INDEX"])
+    if env.get("NBRECALL_EMBED_URL"):
+        settings.embed.kind = "openai"
+        settings.embed.url = env["NBRECALL_EMBED_URL"]
+    if env.get("NBRECALL_MODEL_CACHE"):
+        settings.embed.cache_dir = env["NBRECALL_MODEL_CACHE"]
+    if env.get("NBRECALL_EMBED_MODEL"):
+        settings.embed.model = env["NBRECALL_EMBED_MODEL"]
+    return settings

@@ -1,0 +1,288 @@
+"""Notebook-aware chunking (DESIGN §4): groups under headings within a token budget, plus typed chunks.
+
+A code cell alone has few words, so it is grouped with the markdown above it, under the heading path. Beside
+the groups, outputs that answer questions on their own become typed chunks: `table`, `scalar`, `error`,
+`figure`. Every chunk names its notebook, cells and heading so a hit always links to a cell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nbrecall.notebook.analysis import Analysis
+from nbrecall.notebook.model import Cell, Notebook
+from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, extract_markdown_images, render_outputs
+
+TokenCounter = Callable[[list[str]], list[int]]
+
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
+_SCALAR_MAX_CHARS = 160
+# Reprs that say nothing: plotting handles and objects printed by address (`<Axes ... at 0x7f...>`, `Text(0.5, …)`).
+_NOISE_VALUE = re.compile(
+    r"(?:\bat 0x[0-9a-fA-F]+>|^\[?<matplotlib|^Text\(-?[\d.]+, -?[\d.]+, |^<Figure size)"
+)
+
+
+@dataclass
+class Chunk:
+    """One retrievable unit. `text` is what keyword search and snippets see; `embed_text` what gets a vector."""
+
+    kind: str  # "text" | "code" | "table" | "scalar" | "error" | "figure"
+    cells: list[int]
+    cell_ids: list[str]
+    anchor: int
+    heading: str
+    text: str
+    embed_text: str
+    seq: int = 0
+
+    @property
+    def anchor_id(self) -> str:
+        return self.cell_ids[self.cells.index(self.anchor)] if self.anchor in self.cells else ""
+
+
+@dataclass
+class _Group:
+    heading: str
+    cells: list[Cell] = field(default_factory=list)
+    tokens: int = 0
+
+
+def heading_of(cell: Cell) -> tuple[int, str] | None:
+    """(level, text) when a markdown cell starts with a heading line."""
+    if not cell.is_markdown:
+        return None
+    for line in cell.source.splitlines():
+        if line.strip():
+            match = _HEADING.match(line)
+            return (len(match.group(1)), match.group(2).strip()) if match else None
+    return None
+
+
+def _clean_markdown(cell: Cell) -> str:
+    text, _figures = extract_markdown_images(cell.source, cell.attachments)
+    return text.strip()
+
+
+def _output_text(items: list[RenderedOutput]) -> str:
+    return "\n".join(item.text for item in items if item.text)
+
+
+def chunk_notebook(
+    nb: Notebook,
+    analysis: Analysis,
+    *,
+    count_tokens: TokenCounter,
+    budget: int,
+    limits: OutputLimits | None = None,
+) -> list[Chunk]:
+    """Cut one notebook into grouped and typed chunks; `budget` is in the embedder's tokens."""
+    limits = limits or OutputLimits()
+    rendered: dict[int, list[RenderedOutput]] = {}
+    markdown_above: str | None = None
+    for cell in nb.cells:
+        if cell.is_code:
+            rendered[cell.index] = render_outputs(cell, markdown_above=markdown_above, limits=limits)
+        if cell.is_markdown and cell.source.strip():
+            markdown_above = cell.source
+        elif cell.is_code and cell.source.strip():
+            markdown_above = None
+    header = nb.path
+    groups = _group_cells(nb, count_tokens, budget)
+    chunks: list[Chunk] = []
+    for group in groups:
+        chunks.extend(_group_chunks(header, group, rendered, analysis, count_tokens, budget))
+    chunks.extend(_typed_chunks(nb, header, groups, rendered))
+    for seq, chunk in enumerate(chunks):
+        chunk.seq = seq
+    return chunks
+
+
+def _cell_cost_text(cell: Cell) -> str:
+    return cell.source if cell.is_code else _clean_markdown(cell)
+
+
+def _group_cells(nb: Notebook, count_tokens: TokenCounter, budget: int) -> list[_Group]:
+    """Walk cells in order; start a group at a heading or when the budget would be passed.
+
+    When the budget forces a cut, markdown at the end of the full group moves to the next group so that
+    the code it explains stays with it.
+    """
+    costs = count_tokens([_cell_cost_text(c) or " " for c in nb.cells]) if nb.cells else []
+    stack: list[tuple[int, str]] = []
+    groups: list[_Group] = []
+    current = _Group("")
+    for cell, cost in zip(nb.cells, costs, strict=True):
+        if not cell.source.strip() and not cell.outputs:
+            continue
+        heading = heading_of(cell)
+        if heading is not None:
+            level, text = heading
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, text))
+            if current.cells:
+                groups.append(current)
+            current = _Group(" › ".join(t for _, t in stack), [cell], cost)
+            continue
+        if current.cells and current.tokens + cost > budget:
+            carried: list[Cell] = []
+            while current.cells and current.cells[-1].is_markdown and heading_of(current.cells[-1]) is None:
+                carried.insert(0, current.cells.pop())
+            if current.cells:
+                groups.append(current)
+            carried_cost = sum(costs[c.index] for c in carried)
+            current = _Group(current.heading, carried, carried_cost)
+        current.cells.append(cell)
+        current.tokens += cost
+    if current.cells:
+        groups.append(current)
+    return groups
+
+
+def _group_chunks(
+    header: str,
+    group: _Group,
+    rendered: dict[int, list[RenderedOutput]],
+    analysis: Analysis,
+    count_tokens: TokenCounter,
+    budget: int,
+) -> list[Chunk]:
+    prose = "\n\n".join(_clean_markdown(c) for c in group.cells if c.is_markdown and c.source.strip())
+    raw = "\n\n".join(c.source.strip("\n") for c in group.cells if c.cell_type == "raw" and c.source.strip())
+    code_cells = [c for c in group.cells if c.is_code and c.source.strip()]
+    defines: list[str] = []
+    for cell in code_cells:
+        deps = analysis.cells.get(cell.index)
+        if deps is not None:
+            defines.extend(n for n in deps.defines if n not in defines)
+    outputs = "\n".join(_output_text(rendered.get(c.index, [])) for c in group.cells if c.is_code).strip()
+    head = f"{header}\n{group.heading}".rstrip()
+    kind = "code" if code_cells else "text"
+    indices = [c.index for c in group.cells]
+    ids = [c.id for c in group.cells]
+    anchor = code_cells[0].index if code_cells else indices[0]
+    code = "\n\n".join(c.source.strip("\n") for c in code_cells)
+    defines_line = f"defines: {', '.join(defines)}" if defines else ""
+    body = "\n\n".join(p for p in (prose, raw, defines_line, code, outputs) if p)
+    text = f"{head}\n\n{body}"
+    if group.tokens <= budget:
+        return [Chunk(kind, indices, ids, anchor, group.heading, text, text)]
+    # Over budget (one very long cell, or code carried with its markdown): one chunk per window of lines, so
+    # nothing is silently truncated. Keyword text and vectors both see every window.
+    chunks: list[Chunk] = []
+    for cell in group.cells:
+        if not cell.source.strip():
+            continue
+        cell_text = _clean_markdown(cell) if cell.is_markdown else cell.source
+        cell_outputs = _output_text(rendered.get(cell.index, [])) if cell.is_code else ""
+        windows = split_lines(cell_text, count_tokens, max(budget - count_tokens([head])[0], 32))
+        for n, window in enumerate(windows):
+            extra = f"\n\n{cell_outputs}" if cell_outputs and n == len(windows) - 1 else ""
+            piece = f"{head}\n\n{window}{extra}"
+            chunks.append(
+                Chunk(
+                    "code" if cell.is_code else "text",
+                    [cell.index],
+                    [cell.id],
+                    cell.index,
+                    group.heading,
+                    piece,
+                    piece,
+                )
+            )
+    if len(chunks) > 1 and prose:
+        # keep the prose with the code it explains: first code window gets the markdown prepended
+        for chunk in chunks:
+            if chunk.kind == "code":
+                chunk.text = chunk.embed_text = f"{head}\n\n{prose}\n\n{chunk.text[len(head) + 2 :]}"
+                chunk.cells = sorted({*chunk.cells, *[c.index for c in group.cells if c.is_markdown]})
+                chunk.cell_ids = [ids[indices.index(i)] for i in chunk.cells]
+                break
+    return chunks
+
+
+def split_lines(text: str, count_tokens: TokenCounter, budget: int) -> list[str]:
+    """Split on line boundaries into pieces of at most `budget` tokens (a single longer line is cut by chars)."""
+    lines = text.splitlines()
+    if not lines:
+        return [text]
+    costs = count_tokens([line or " " for line in lines])
+    pieces: list[str] = []
+    current: list[str] = []
+    used = 0
+    for line, cost in zip(lines, costs, strict=True):
+        if cost > budget:
+            if current:
+                pieces.append("\n".join(current))
+                current, used = [], 0
+            step = max(1, len(line) * budget // cost)
+            pieces.extend(line[i : i + step] for i in range(0, len(line), step))
+            continue
+        if current and used + cost > budget:
+            pieces.append("\n".join(current))
+            current, used = [], 0
+        current.append(line)
+        used += cost
+    if current:
+        pieces.append("\n".join(current))
+    return pieces
+
+
+def _last_expression(source: str) -> str:
+    lines = [ln for ln in source.strip().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return lines[-1].strip() if lines else ""
+
+
+def _typed_chunks(
+    nb: Notebook, header: str, groups: list[_Group], rendered: dict[int, list[RenderedOutput]]
+) -> list[Chunk]:
+    heading_by_cell = {c.index: g.heading for g in groups for c in g.cells}
+    prose_by_cell: dict[int, str] = {}
+    last_prose = ""
+    for cell in nb.cells:
+        if cell.is_markdown and cell.source.strip():
+            last_prose = _clean_markdown(cell)
+        prose_by_cell[cell.index] = last_prose
+    chunks: list[Chunk] = []
+    for cell in nb.cells:
+        if not cell.is_code:
+            continue
+        heading = heading_by_cell.get(cell.index, "")
+        head = f"{header}\n{heading}".rstrip()
+        ref = ([cell.index], [cell.id])
+        for item in rendered.get(cell.index, []):
+            if item.kind == "table" and item.table is not None:
+                expr = _last_expression(cell.source)
+                text = f"{head}\n\ntable from `{expr}`: columns {', '.join(item.table.columns)}\n{item.text}"
+                chunks.append(Chunk("table", *ref, cell.index, heading, text, text))
+            elif item.kind == "error":
+                text = f"{head}\n\n{item.text}\n\ncode:\n{cell.source.strip()}"
+                chunks.append(Chunk("error", *ref, cell.index, heading, text, f"{head}\n\n{item.text}"))
+            elif item.kind == "figure" and item.figure is not None:
+                caption = item.figure.caption or ""
+                text = f"{head}\n\nfigure: {caption}\n{cell.source.strip()}"
+                chunks.append(Chunk("figure", *ref, cell.index, heading, text, text))
+            elif item.kind in ("text", "stream") and item.name != "stderr":
+                value = item.text.strip()
+                if (
+                    value
+                    and len(value) <= _SCALAR_MAX_CHARS
+                    and value.count("\n") <= 2
+                    and not _NOISE_VALUE.search(value)
+                ):
+                    expr = _last_expression(cell.source) if item.kind == "text" else ""
+                    shown = f"{expr} = {value}" if expr and "=" not in expr.split("(")[0] else value
+                    context = prose_by_cell.get(cell.index, "")[:400]
+                    text = f"{head}\n\n{shown}\n\n{context}\n\ncode:\n{cell.source.strip()}"
+                    chunks.append(
+                        Chunk("scalar", *ref, cell.index, heading, text, f"{head}\n\n{shown}\n{context}")
+                    )
+    return chunks
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

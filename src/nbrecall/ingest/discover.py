@@ -1,0 +1,74 @@
+"""Discover: walk the roots, stat every notebook, hash only what changed since the manifest last saw it."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nbrecall.config import DiscoverSettings
+from nbrecall.ingest.manifest import FileRecord
+from nbrecall.notebook.files import walk_notebooks
+
+
+@dataclass
+class Discovery:
+    """The state of the roots against the manifest."""
+
+    files: list[FileRecord] = field(default_factory=list)  # every file now present (new state)
+    changed: list[FileRecord] = field(default_factory=list)  # new or changed content since last run
+    touched: list[FileRecord] = field(default_factory=list)  # stat changed but same content
+    deleted: list[tuple[str, str]] = field(default_factory=list)  # (root, rel) gone from disk
+    unreadable: list[tuple[str, str, str]] = field(default_factory=list)  # (root, rel, reason)
+    hashed: int = 0
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def discover(
+    roots: list[Path], known: dict[tuple[str, str], FileRecord], settings: DiscoverSettings
+) -> Discovery:
+    """Compare what is on disk under `roots` with `known` (the manifest's files)."""
+    result = Discovery()
+    seen: set[tuple[str, str]] = set()
+    for root in roots:
+        root_key = str(root.resolve())
+        base = root.resolve()
+        for path in walk_notebooks(
+            base,
+            skip_hidden=settings.skip_hidden,
+            exclude=settings.exclude,
+            follow_symlinks=settings.follow_symlinks,
+        ):
+            rel = path.name if base.is_file() else path.relative_to(base).as_posix()
+            key = (root_key, rel)
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                stat = path.stat()
+            except OSError as exc:
+                result.unreadable.append((root_key, rel, f"cannot stat: {exc.strerror or exc}"))
+                continue
+            old = known.get(key)
+            if old is not None and old.size == stat.st_size and old.mtime_ns == stat.st_mtime_ns:
+                result.files.append(old)
+                continue
+            try:
+                sha = file_sha256(path)
+            except OSError as exc:
+                result.unreadable.append((root_key, rel, f"cannot read file: {exc.strerror or exc}"))
+                continue
+            result.hashed += 1
+            record = FileRecord(root_key, rel, stat.st_size, stat.st_mtime_ns, sha)
+            result.files.append(record)
+            (result.touched if old is not None and old.sha256 == sha else result.changed).append(record)
+    root_keys = {str(r.resolve()) for r in roots}
+    result.deleted = [k for k in known if k[0] in root_keys and k not in seen]
+    return result

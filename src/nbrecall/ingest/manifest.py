@@ -1,0 +1,218 @@
+"""The manifest: an SQLite file in the index folder that records every file, every notebook content and its cells.
+
+Files are keyed by (root, relative path) with size, mtime and content hash, so a re-run stats first and hashes
+only what changed. Contents are keyed by SHA-256: identical files are indexed once and every path is listed.
+Cells are kept here too, so neighbourhoods and the viewer read exactly what was indexed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    root TEXT NOT NULL, rel TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL, seen_at REAL NOT NULL, PRIMARY KEY (root, rel));
+CREATE INDEX IF NOT EXISTS files_sha ON files (sha256);
+CREATE TABLE IF NOT EXISTS contents (
+    sha256 TEXT PRIMARY KEY, status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+    root TEXT NOT NULL, rel TEXT NOT NULL, n_cells INTEGER NOT NULL DEFAULT 0, n_chunks INTEGER NOT NULL DEFAULT 0,
+    n_embedded INTEGER NOT NULL DEFAULT 0, meta TEXT NOT NULL DEFAULT '{}', indexed_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS cells (
+    sha256 TEXT NOT NULL, idx INTEGER NOT NULL, cell_id TEXT NOT NULL, cell_type TEXT NOT NULL,
+    execution_count INTEGER, source TEXT NOT NULL, outputs TEXT NOT NULL, PRIMARY KEY (sha256, idx));
+CREATE TABLE IF NOT EXISTS runs (
+    started_at REAL NOT NULL, finished_at REAL, summary TEXT NOT NULL DEFAULT '{}');
+"""
+
+
+@dataclass
+class FileRecord:
+    root: str
+    rel: str
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+@dataclass
+class ContentRecord:
+    sha256: str
+    status: str  # "indexed" | "quarantined"
+    reason: str
+    root: str
+    rel: str
+    n_cells: int = 0
+    n_chunks: int = 0
+    n_embedded: int = 0
+    meta: dict[str, Any] | None = None
+
+
+@dataclass
+class CellRecord:
+    sha256: str
+    idx: int
+    cell_id: str
+    cell_type: str
+    execution_count: int | None
+    source: str
+    outputs: str
+
+
+class Manifest:
+    """Thin data access over the manifest database; one connection, WAL mode so readers never block."""
+
+    def __init__(self, path: Path, readonly: bool = False) -> None:
+        self.path = path
+        if readonly:
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(path, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.executescript(SCHEMA)
+        self.db.row_factory = sqlite3.Row
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self.db:
+            yield self.db
+
+    def files(self, root: str | None = None) -> dict[tuple[str, str], FileRecord]:
+        sql, args = "SELECT root, rel, size, mtime_ns, sha256 FROM files", ()
+        if root is not None:
+            sql, args = sql + " WHERE root = ?", (root,)
+        return {(r["root"], r["rel"]): FileRecord(*r) for r in self.db.execute(sql, args)}
+
+    def content(self, sha: str) -> ContentRecord | None:
+        row = self.db.execute("SELECT * FROM contents WHERE sha256 = ?", (sha,)).fetchone()
+        return _content(row) if row else None
+
+    def contents(self, status: str | None = None) -> list[ContentRecord]:
+        sql, args = "SELECT * FROM contents", ()
+        if status:
+            sql, args = sql + " WHERE status = ?", (status,)
+        return [_content(r) for r in self.db.execute(sql + " ORDER BY root, rel", args)]
+
+    def content_shas(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT sha256 FROM contents")}
+
+    def indexed_shas(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT sha256 FROM contents WHERE status = 'indexed'")}
+
+    def paths_of(self, sha: str) -> list[tuple[str, str]]:
+        return [
+            (r[0], r[1])
+            for r in self.db.execute(
+                "SELECT root, rel FROM files WHERE sha256 = ? ORDER BY root, rel", (sha,)
+            )
+        ]
+
+    def cells(self, sha: str) -> list[CellRecord]:
+        return [
+            CellRecord(*r)
+            for r in self.db.execute(
+                "SELECT sha256, idx, cell_id, cell_type, execution_count, source, outputs FROM cells "
+                "WHERE sha256 = ? ORDER BY idx",
+                (sha,),
+            )
+        ]
+
+    def find_by_path(self, rel: str) -> str | None:
+        row = self.db.execute(
+            "SELECT sha256 FROM files WHERE rel = ? ORDER BY root LIMIT 1", (rel,)
+        ).fetchone()
+        return row[0] if row else None
+
+    def save_contents(
+        self, db: sqlite3.Connection, records: Iterable[ContentRecord], cells: Iterable[CellRecord]
+    ) -> None:
+        now = time.time()
+        for rec in records:
+            db.execute("DELETE FROM cells WHERE sha256 = ?", (rec.sha256,))
+            db.execute(
+                "INSERT OR REPLACE INTO contents (sha256, status, reason, root, rel, n_cells, n_chunks, n_embedded,"
+                " meta, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    rec.sha256,
+                    rec.status,
+                    rec.reason,
+                    rec.root,
+                    rec.rel,
+                    rec.n_cells,
+                    rec.n_chunks,
+                    rec.n_embedded,
+                    json.dumps(rec.meta or {}),
+                    now,
+                ),
+            )
+        db.executemany(
+            "INSERT OR REPLACE INTO cells (sha256, idx, cell_id, cell_type, execution_count, source, outputs) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (c.sha256, c.idx, c.cell_id, c.cell_type, c.execution_count, c.source, c.outputs)
+                for c in cells
+            ],
+        )
+
+    def save_files(self, db: sqlite3.Connection, records: Iterable[FileRecord]) -> None:
+        now = time.time()
+        db.executemany(
+            "INSERT OR REPLACE INTO files (root, rel, size, mtime_ns, sha256, seen_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(r.root, r.rel, r.size, r.mtime_ns, r.sha256, now) for r in records],
+        )
+
+    def delete_files(self, db: sqlite3.Connection, keys: Iterable[tuple[str, str]]) -> None:
+        db.executemany("DELETE FROM files WHERE root = ? AND rel = ?", list(keys))
+
+    def orphan_shas(self) -> list[str]:
+        return [
+            r[0]
+            for r in self.db.execute(
+                "SELECT sha256 FROM contents WHERE sha256 NOT IN (SELECT sha256 FROM files)"
+            )
+        ]
+
+    def delete_contents(self, db: sqlite3.Connection, shas: list[str]) -> None:
+        for sha in shas:
+            db.execute("DELETE FROM cells WHERE sha256 = ?", (sha,))
+            db.execute("DELETE FROM contents WHERE sha256 = ?", (sha,))
+
+    def stats(self) -> dict[str, int]:
+        row = self.db.execute(
+            "SELECT (SELECT COUNT(*) FROM files), (SELECT COUNT(*) FROM contents WHERE status='indexed'),"
+            " (SELECT COUNT(*) FROM contents WHERE status='quarantined'),"
+            " (SELECT COALESCE(SUM(n_chunks),0) FROM contents), (SELECT COALESCE(SUM(n_embedded),0) FROM contents)"
+        ).fetchone()
+        return {
+            "files": row[0],
+            "notebooks": row[1],
+            "quarantined": row[2],
+            "chunks": row[3],
+            "embedded": row[4],
+        }
+
+
+def _content(row: sqlite3.Row) -> ContentRecord:
+    return ContentRecord(
+        row["sha256"],
+        row["status"],
+        row["reason"],
+        row["root"],
+        row["rel"],
+        row["n_cells"],
+        row["n_chunks"],
+        row["n_embedded"],
+        json.loads(row["meta"] or "{}"),
+    )

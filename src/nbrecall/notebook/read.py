@@ -1,0 +1,251 @@
+"""Read `.ipynb` files into `Notebook` objects, or quarantine them with a one-line reason.
+
+nbformat does the upgrade (v3 worksheets, `heading` cells, `pyout`/`pyerr`) and the validation; this module
+adds what an archive needs on top: a reason a user can act on for every file that cannot be read, and cell
+ids that stay the same from one run to the next (nbformat invents random ids when it upgrades an old file).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat.validator import ValidationError
+
+from nbrecall.notebook.model import Cell, Notebook, Output, Quarantined
+
+
+class NotebookUnreadable(Exception):
+    """Raised when a file cannot be read as a notebook; `reason` is one line for `nbrecall status`."""
+
+    def __init__(self, path: str, reason: str, sha256: str = "") -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+        self.sha256 = sha256
+
+    def quarantined(self) -> Quarantined:
+        return Quarantined(self.path, self.sha256, self.reason)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def synthetic_cell_id(index: int, source: str) -> str:
+    """A stable id for cells of files older than nbformat 4.5: index plus source hash."""
+    digest = hashlib.sha1(f"{index}\0{source}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"c{index}-{digest[:8]}"
+
+
+def read_notebook(path: str | Path, display_path: str | None = None) -> Notebook:
+    """Read one notebook file; raise `NotebookUnreadable` with a reason when it cannot be read."""
+    shown = display_path or str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise NotebookUnreadable(shown, f"cannot read file: {exc.strerror or exc}") from exc
+    return read_notebook_bytes(data, shown)
+
+
+def read_notebook_bytes(data: bytes, path: str) -> Notebook:
+    """Parse notebook bytes; see `read_notebook`."""
+    digest = sha256_bytes(data)
+
+    def fail(reason: str) -> NotebookUnreadable:
+        return NotebookUnreadable(path, reason, digest)
+
+    if not data.strip():
+        raise fail("empty file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise fail(f"invalid UTF-8 at byte {exc.start}") from exc
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        raw = json.loads(text)
+    except RecursionError as exc:
+        raise fail("JSON nested too deeply to parse") from exc
+    except json.JSONDecodeError as exc:
+        kind = "truncated JSON" if exc.pos >= len(text.rstrip()) - 1 else "invalid JSON"
+        raise fail(f"{kind}: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    if not isinstance(raw, dict) or "nbformat" not in raw:
+        raise fail("not a notebook: JSON without an 'nbformat' field")
+    major = raw.get("nbformat")
+    minor = raw.get("nbformat_minor", 0)
+    if not isinstance(major, int) or major not in (3, 4):
+        raise fail(f"unsupported nbformat version {major!r} (nbrecall reads 3 and 4)")
+    if not isinstance(minor, int):
+        minor = 0
+    notes: list[str] = []
+    try:
+        nb = _to_v4(raw, major, notes)
+    except NotebookUnreadable as exc:
+        raise fail(exc.reason) from exc
+    except RecursionError as exc:
+        raise fail("JSON nested too deeply to parse") from exc
+    except Exception as exc:  # nbformat raises many kinds on broken structure
+        raise fail(f"schema violation: {_one_line(str(exc)) or type(exc).__name__}") from exc
+    return _build(nb, path, digest, major, minor, notes, len(data))
+
+
+def _one_line(message: str, limit: int = 200) -> str:
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return first[:limit]
+
+
+def _to_v4(raw: dict[str, Any], major: int, notes: list[str]) -> nbformat.NotebookNode:
+    """Upgrade to v4 and validate; repair what nbformat can repair and note it."""
+    if major == 3:
+        _check_v3(raw)
+        # to_notebook_json rejoins list-form sources, which the v3 → v4 converter expects as strings.
+        node = nbformat.versions[3].to_notebook_json(copy.deepcopy(raw), minor=raw.get("nbformat_minor", 0))
+        node = nbformat.convert(node, 4)
+        notes.append("upgraded from nbformat 3")
+    else:
+        node = nbformat.from_dict(raw)
+    _check_v4_shape(node)
+    _drop_unexpected_cell_keys(node, notes)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nbformat.validate(node)
+    except ValidationError as first:
+        changes, node = nbformat.validator.normalize(node, strip_invalid_metadata=True)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                nbformat.validate(node)
+        except ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "notebook"
+            raise NotebookUnreadable("", f"schema violation at {where}: {_one_line(exc.message)}") from exc
+        notes.append(f"repaired: {_one_line(first.message)} ({changes} change(s))")
+    return node
+
+
+_CELL_KEYS = {
+    "code": {"id", "cell_type", "metadata", "source", "outputs", "execution_count"},
+    "markdown": {"id", "cell_type", "metadata", "source", "attachments"},
+    "raw": {"id", "cell_type", "metadata", "source", "attachments"},
+}
+
+
+def _drop_unexpected_cell_keys(node: dict[str, Any], notes: list[str]) -> None:
+    """Remove keys a cell type may not carry (editors write e.g. `execution_count` on markdown cells)."""
+    allow_id = node.get("nbformat_minor", 0) >= 5
+    for i, cell in enumerate(node["cells"]):
+        allowed = _CELL_KEYS[cell["cell_type"]] - (set() if allow_id else {"id"})
+        for key in sorted(set(cell) - allowed):
+            del cell[key]
+            notes.append(f"repaired: removed unexpected '{key}' from {cell['cell_type']} cell {i}")
+
+
+def _check_v3(node: dict[str, Any]) -> None:
+    worksheets = node.get("worksheets")
+    if not isinstance(worksheets, list):
+        raise NotebookUnreadable("", "schema violation: nbformat 3 file without a 'worksheets' list")
+    for ws in worksheets:
+        if not isinstance(ws, dict) or not isinstance(ws.get("cells", []), list):
+            raise NotebookUnreadable("", "schema violation: a worksheet without a 'cells' list")
+        for cell in ws.get("cells", []):
+            if not isinstance(cell, dict) or "cell_type" not in cell:
+                raise NotebookUnreadable("", "schema violation: a cell without 'cell_type'")
+
+
+def _check_v4_shape(node: dict[str, Any]) -> None:
+    cells = node.get("cells")
+    if not isinstance(cells, list):
+        raise NotebookUnreadable("", "schema violation: no 'cells' list")
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            raise NotebookUnreadable("", f"schema violation: cell {i} is not an object")
+        if cell.get("cell_type") not in ("code", "markdown", "raw"):
+            raise NotebookUnreadable(
+                "", f"schema violation: cell {i} has cell_type {cell.get('cell_type')!r}"
+            )
+        if not isinstance(cell.get("source", ""), str | list):
+            raise NotebookUnreadable("", f"schema violation: cell {i} 'source' is neither string nor list")
+
+
+def join_text(value: Any) -> str:
+    """nbformat allows multiline strings as a string or a list of strings; return one string."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return "".join(v if isinstance(v, str) else json.dumps(v) for v in value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def _output(raw: dict[str, Any]) -> Output:
+    data = {
+        k: (v if isinstance(v, dict | int | float | bool) else join_text(v))
+        for k, v in (raw.get("data") or {}).items()
+    }
+    return Output(
+        output_type=str(raw.get("output_type", "")),
+        name=raw.get("name"),
+        text=join_text(raw.get("text")),
+        data=data,
+        metadata=dict(raw.get("metadata") or {}),
+        execution_count=raw.get("execution_count"),
+        ename=str(raw.get("ename", "") or ""),
+        evalue=str(raw.get("evalue", "") or ""),
+        traceback=[str(t) for t in raw.get("traceback") or []],
+    )
+
+
+def _build(
+    nb: dict[str, Any], path: str, digest: str, major: int, minor: int, notes: list[str], size: int
+) -> Notebook:
+    keep_ids = major == 4 and minor >= 5
+    meta = dict(nb.get("metadata") or {})
+    kernelspec = meta.get("kernelspec") or {}
+    lang_info = meta.get("language_info") or {}
+    language = str(lang_info.get("name") or kernelspec.get("language") or "python").lower()
+    cells: list[Cell] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(nb.get("cells", [])):
+        source = join_text(raw.get("source"))
+        cell_id = raw.get("id") if keep_ids else None
+        synthetic = not (isinstance(cell_id, str) and cell_id and cell_id not in seen)
+        if synthetic:
+            cell_id = synthetic_cell_id(index, source)
+        seen.add(cell_id)
+        tags = (raw.get("metadata") or {}).get("tags") or []
+        count = raw.get("execution_count")
+        cells.append(
+            Cell(
+                index=index,
+                id=cell_id,
+                cell_type=raw.get("cell_type", "raw"),
+                source=source,
+                execution_count=count if isinstance(count, int) else None,
+                outputs=[_output(o) for o in raw.get("outputs") or [] if isinstance(o, dict)],
+                attachments={
+                    k: dict(v) for k, v in (raw.get("attachments") or {}).items() if isinstance(v, dict)
+                },
+                tags=[str(t) for t in tags] if isinstance(tags, list) else [],
+                id_is_synthetic=synthetic,
+            )
+        )
+    return Notebook(
+        path=path,
+        sha256=digest,
+        cells=cells,
+        nbformat=major,
+        nbformat_minor=minor,
+        language=language,
+        kernel_name=str(kernelspec.get("name") or ""),
+        language_version=str(lang_info.get("version") or ""),
+        metadata=meta,
+        notes=notes,
+        size_bytes=size,
+    )

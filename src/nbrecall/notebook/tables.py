@@ -1,0 +1,383 @@
+"""Turn the HTML of a displayed DataFrame back into a table summary (DESIGN §3).
+
+A DataFrame output is stored twice: as `text/plain` (column-aligned, wrapped, truncated) and as `text/html`.
+The HTML is the only form that keeps the grid, so it is parsed back: `pandas.read_html` (lxml flavour) builds
+the grid (colspan/rowspan expanded), lxml supplies what read_html cannot tell (which leading cells are index
+`<th>`s, the index-names header row, the `N rows × M columns` footer). Cell text is kept exactly as displayed,
+because the strings users search for ("0.950", "1,204") are the ones the notebook showed; types are inferred
+from those strings here rather than by the CSV parser that read_html would otherwise apply.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import lxml.html
+import pandas as pd
+
+__all__ = [
+    "TableSummary",
+    "dataframe_html_to_summary",
+    "html_table_to_summary",
+    "is_dataframe_html",
+    "parse_html",
+]
+
+_ELLIPSIS = {"...", "…"}
+_MISSING = {"", "nan", "NaN", "None", "NaT", "<NA>", "null", "NULL", "NA", "N/A"}
+_INT_RE = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)")
+_FLOAT_RE = re.compile(r"[+-]?(?:(?:\d+|\d{1,3}(?:,\d{3})+)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?inf")
+_BOOL = {"True", "False", "true", "false"}
+_DATE_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+)
+_FOOTER_RE = re.compile(r"([\d,]+)\s+rows?\s*[×xX]\s*([\d,]+)\s+columns?")
+_MAX_CELL_CHARS = 80
+_XML_INCOMPATIBLE_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+@dataclass
+class TableSummary:
+    """A parsed table: every column, inferred types, the real shape, a markdown preview and one sentence."""
+
+    columns: list[str]
+    dtypes: list[str]
+    n_rows: int
+    n_cols: int
+    index_name: str | None
+    markdown: str
+    summary: str
+    rows_shown: int = 0  # data rows parsed from the HTML (truncated frames show fewer than n_rows)
+    truncated: bool = False  # pandas elided rows or columns with "..."
+
+    def shape_line(self) -> str:
+        """`shape: 3 rows × 2 columns · index: id · dtypes: a int, b float` — for chunk and markdown text."""
+        parts = [f"shape: {_shape(self.n_rows, self.n_cols)}"]
+        if self.rows_shown < self.n_rows:
+            parts[0] += f" ({self.rows_shown} rows shown)"
+        if self.index_name:
+            parts.append(f"index: {self.index_name}")
+        if self.columns:
+            parts.append("dtypes: " + ", ".join(f"{c or '(unnamed)'} {t}" for c, t in
+                                                 zip(self.columns, self.dtypes, strict=True)))
+        return " · ".join(parts)
+
+
+def parse_html(html: str) -> Any | None:
+    """Parse an HTML fragment or document with lxml; None when lxml cannot make a tree of it.
+
+    Returns an `lxml.html.HtmlElement` root (typed `Any` because lxml ships no stubs).
+    """
+    if not isinstance(html, str) or not html.strip():
+        return None
+    html = _XML_INCOMPATIBLE_RE.sub("", html)  # lxml refuses to handle text with control characters
+    if not html.strip():
+        return None
+    try:
+        return lxml.html.document_fromstring(html)
+    except ValueError:  # a str with an XML encoding declaration
+        try:
+            return lxml.html.document_fromstring(html.encode("utf-8", "surrogatepass"))
+        except Exception:
+            return None
+    except Exception:
+        return None
+
+
+def _classes(el: Any) -> set[str]:
+    return set((el.get("class") or "").split())
+
+
+def _top_tables(root: Any) -> list[Any]:
+    return [t for t in root.iter("table") if not any(a.tag == "table" for a in t.iterancestors())]
+
+
+def _dataframe_table(root: Any) -> Any | None:
+    """The first table pandas wrote: `class="dataframe"` (to_html/_repr_html_) or a Styler's `id="T_…"`."""
+    for table in _top_tables(root):
+        if "dataframe" in _classes(table) or (table.get("id") or "").startswith("T_"):
+            return table
+    return None
+
+
+def is_dataframe_html(html: str) -> bool:
+    """Cheap test, then a real parse: does this HTML hold a pandas DataFrame (or Styler) table?"""
+    if not isinstance(html, str) or ("dataframe" not in html and "T_" not in html):
+        return False
+    root = parse_html(html)
+    return root is not None and _dataframe_table(root) is not None
+
+
+def html_table_to_summary(html: str, max_rows: int = 10) -> TableSummary | None:
+    """Summarise the first pandas table in `html`, else its first table; None when there is no table.
+
+    Never raises: garbage HTML, empty tables and parser failures all give None.
+    """
+    try:
+        if not isinstance(html, str) or "<table" not in html.lower():
+            return None
+        root = parse_html(html)
+        if root is None:
+            return None
+        table = _dataframe_table(root)
+        if table is None:
+            tables = _top_tables(root)
+            table = tables[0] if tables else None
+        return None if table is None else _summarise(table, max(0, int(max_rows)))
+    except Exception:
+        return None
+
+
+def dataframe_html_to_summary(html: str, max_rows: int = 10) -> TableSummary | None:
+    """Like `html_table_to_summary`, but only for pandas output (plain HTML tables give None)."""
+    try:
+        root = parse_html(html) if isinstance(html, str) and "<table" in html.lower() else None
+        table = _dataframe_table(root) if root is not None else None
+        return None if table is None else _summarise(table, max(0, int(max_rows)))
+    except Exception:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# grid extraction
+
+
+def _cell_text(value: Any) -> str:
+    if isinstance(value, tuple):
+        value = value[0] if value else ""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def _body_rows(table: Any) -> list[Any]:
+    """Rows that carry data: outside thead and with at least one `<td>`."""
+    return [tr for tr in table.iter("tr")
+            if not any(a.tag == "thead" for a in tr.iterancestors()) and tr.find("td") is not None]
+
+
+def _index_depth(table: Any) -> int:
+    """Leading `<th>` cells of the first data row: pandas writes the index as `<th>`, values as `<td>`."""
+    rows = _body_rows(table)
+    if not rows:
+        return 0
+    depth = 0
+    for cell in rows[0]:
+        if not isinstance(cell.tag, str):
+            continue
+        if cell.tag != "th":
+            break
+        depth += int(cell.get("colspan") or 1) if (cell.get("colspan") or "1").isdigit() else 1
+    return depth
+
+
+def _footer_shape(table: Any) -> tuple[int, int] | None:
+    """pandas' `<p>20 rows × 8 columns</p>` after the table (the real shape of a truncated frame)."""
+    for sibling in table.itersiblings():
+        if not isinstance(sibling.tag, str):
+            continue
+        match = _FOOTER_RE.fullmatch(" ".join(sibling.text_content().split()))
+        if match:
+            return int(match.group(1).replace(",", "")), int(match.group(2).replace(",", ""))
+        if sibling.tag == "table":
+            break
+    return None
+
+
+def _header_rows(table: Any) -> list[Any]:
+    """`<thead>` rows, else the leading rows made only of `<th>` (a header in tables without thead)."""
+    rows = [tr for tr in table.iter("tr") if any(a.tag == "thead" for a in tr.iterancestors())]
+    if rows:
+        return rows
+    for tr in table.iter("tr"):
+        cells = [c for c in tr if isinstance(c.tag, str) and c.tag in ("td", "th")]
+        if not cells or any(c.tag == "td" for c in cells):
+            break
+        rows.append(tr)
+    return rows
+
+
+def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]]]:
+    """(header levels per column, body rows) as displayed strings, via pandas.read_html.
+
+    read_html's own header inference drops pandas' index-names row and it reorders rows outside `<tbody>`,
+    so all rows are copied, in document order, into one tbody with th → td, and the header rows are split off
+    here. With `extract_links="all"` every cell comes back as a (text, href) tuple, which keeps the CSV
+    parser behind read_html from converting or dropping anything.
+    """
+    n_head = len(_header_rows(table))
+    grid = lxml.html.Element("table")
+    tbody = lxml.html.etree.SubElement(grid, "tbody")
+    for tr in table.iter("tr"):
+        if next(tr.iterancestors("table")) is table:  # not a row of a nested table
+            row = copy.deepcopy(tr)
+            row.tail = None
+            tbody.append(row)
+    for th in grid.iter("th"):
+        th.tag = "td"
+    html = lxml.html.tostring(grid, encoding="unicode")
+    frames = pd.read_html(io.StringIO(html), flavor="lxml", header=None, extract_links="all",
+                          keep_default_na=False, na_values=[], thousands=None)
+    if not frames:
+        return [], []
+    rows = [[_cell_text(v) for v in row] for row in frames[0].itertuples(index=False, name=None)]
+    width = max((len(r) for r in rows), default=0)
+    headers = [[row[j] if j < len(row) else "" for row in rows[:n_head]] for j in range(width)]
+    return headers, rows[n_head:]
+
+
+def _summarise(table: Any, max_rows: int) -> TableSummary | None:
+    headers, body = _read_grid(table)
+    n_grid = len(headers)
+    if n_grid == 0:
+        return None
+    is_pandas = "dataframe" in _classes(table) or (table.get("id") or "").startswith("T_")
+    depth = min(_index_depth(table), n_grid)
+    if not body and is_pandas:  # an empty frame: its index columns are the leading blank header cells
+        depth = next((j for j, h in enumerate(headers) if any(h)), n_grid)
+
+    # pandas writes index names as a last header row whose column cells are all empty
+    levels = max((len(h) for h in headers), default=0)
+    index_names = [""] * depth
+    if depth and levels >= 2:
+        last = [h[-1] if h else "" for h in headers]
+        if not any(last[depth:]) and any(last[:depth]):
+            index_names = last[:depth]
+            headers = [h[:-1] for h in headers]
+    if depth and not any(index_names) and not is_pandas:
+        index_names = [" / ".join(_dedupe(h)) for h in headers[:depth]]  # a plain table's row-header title
+
+    names = [" / ".join(_dedupe(h)) for h in headers]
+    data_cols = list(range(depth, n_grid))
+    ellipsis_cols = {j for j in data_cols if names[j] in _ELLIPSIS and all(
+        (row[j] if j < len(row) else "") in _ELLIPSIS for row in body)}
+    value_cols = [j for j in data_cols if j not in ellipsis_cols]
+
+    def is_ellipsis_row(row: list[str]) -> bool:
+        cells = [row[j] if j < len(row) else "" for j in data_cols]
+        return bool(cells) and all(c in _ELLIPSIS for c in cells)
+
+    ellipsis_rows = [is_ellipsis_row(r) for r in body]
+    data_rows = [r for r, skip in zip(body, ellipsis_rows, strict=True) if not skip]
+
+    columns = [names[j] for j in value_cols]
+    values = [[(r[j] if j < len(r) else "") for r in data_rows] for j in value_cols]
+    dtypes = [_infer_dtype(v) for v in values]
+
+    footer = _footer_shape(table)
+    n_rows, n_cols = footer if footer else (len(data_rows), len(columns))
+    truncated = bool(ellipsis_cols) or any(ellipsis_rows) or n_rows > len(data_rows)
+    index_name = " / ".join(n for n in index_names if n) or None
+
+    markdown = _markdown(index_names, names[depth:], body[:max_rows], n_grid)
+    summary = _sentence(n_rows, n_cols, columns, dtypes, values, partial=n_rows > len(data_rows))
+    return TableSummary(columns=columns, dtypes=dtypes, n_rows=n_rows, n_cols=n_cols, index_name=index_name,
+                        markdown=markdown, summary=summary, rows_shown=len(data_rows), truncated=truncated)
+
+
+def _dedupe(levels: list[str]) -> list[str]:
+    """Non-empty header levels; a level repeated by rowspan expansion is kept once."""
+    out: list[str] = []
+    for level in levels:
+        if level and (not out or out[-1] != level):
+            out.append(level)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# types, markdown, sentence
+
+
+def _infer_dtype(values: list[str]) -> str:
+    """"int", "float", "bool", "datetime" or "text" from the displayed strings (missing markers ignored)."""
+    present = [v.strip() for v in values if v.strip() not in _MISSING]
+    if not present:
+        return "text"
+    if all(_INT_RE.fullmatch(v) for v in present):
+        return "int"
+    if all(_FLOAT_RE.fullmatch(v) for v in present):
+        return "float"
+    if all(v in _BOOL for v in present):
+        return "bool"
+    if all(_is_datetime(v) for v in present):
+        return "datetime"
+    return "text"
+
+
+def _is_datetime(value: str) -> bool:
+    if not _DATE_RE.fullmatch(value):
+        return False
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+def _to_float(value: str) -> float | None:
+    text = value.strip().replace(",", "")
+    if text in _MISSING:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def format_number(x: float) -> str:
+    """A mean as a person would write it: 1267.7, 0.43355, 2, 123456.7, 1.2346e+15."""
+    if x == 0:
+        return "0"
+    if 1e4 <= abs(x) < 1e12:
+        return f"{x:.1f}"
+    return f"{x:.5g}"
+
+
+def _shape(n_rows: int, n_cols: int) -> str:
+    rows = "row" if n_rows == 1 else "rows"
+    cols = "column" if n_cols == 1 else "columns"
+    return f"{n_rows} {rows} × {n_cols} {cols}"
+
+
+def _sentence(n_rows: int, n_cols: int, columns: list[str], dtypes: list[str], values: list[list[str]],
+              partial: bool) -> str:
+    """`3 rows × 2 columns; volume_m3 mean 1267.7` — means of the first three numeric columns."""
+    means: list[str] = []
+    for name, dtype, column in zip(columns, dtypes, values, strict=True):
+        if dtype not in ("int", "float"):
+            continue
+        numbers = [n for n in (_to_float(v) for v in column) if n is not None]
+        if numbers:
+            means.append(f"{name or '(unnamed)'} mean {format_number(sum(numbers) / len(numbers))}")
+        if len(means) == 3:
+            break
+    text = _shape(n_rows, n_cols)
+    if means:
+        text += "; " + ", ".join(means)
+        if partial:
+            text += " (over the rows shown)"
+    return text
+
+
+def _md_cell(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) > _MAX_CELL_CHARS:
+        text = text[: _MAX_CELL_CHARS - 1] + "…"
+    return text.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _markdown(index_names: list[str], column_names: list[str], rows: list[list[str]], width: int) -> str:
+    """GitHub table of the displayed rows, index first; "..." rows and columns stay where pandas put them."""
+    header = [_md_cell(n) for n in index_names] + [_md_cell(n) for n in column_names]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * width]
+    for row in rows:
+        cells = [_md_cell(row[j] if j < len(row) else "") for j in range(width)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,103 @@
+"""Retrieval evaluation over a query set with cell-level ground truth (format of shared/eval/queries.jsonl).
+
+Metrics, overall and per query kind:
+- nb@1, nb@3, nb@5: the right notebook (or one listed under `also`) among the first k distinct notebooks;
+- MRR: mean reciprocal rank of the first right notebook (distinct-notebook ranks);
+- cell@10c: a right cell among the first 10 distinct (notebook, cell) pairs, flattening each result's `cells`
+  in rank order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SearchFn = Callable[[str], list[dict[str, Any]]]
+
+
+@dataclass
+class Query:
+    id: str
+    query: str
+    kind: str
+    notebook: str
+    cells: list[int]
+    answer: str | None = None
+    also: list[str] = field(default_factory=list)
+
+
+@dataclass
+class QueryOutcome:
+    query: Query
+    notebook_rank: int | None  # 1-based rank among distinct notebooks, None if absent
+    cell_hit: bool
+
+
+def load_queries(path: Path) -> list[Query]:
+    queries = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            raw = json.loads(line)
+            queries.append(
+                Query(
+                    raw["id"],
+                    raw["query"],
+                    raw["kind"],
+                    raw["notebook"],
+                    list(raw["cells"]),
+                    raw.get("answer"),
+                    list(raw.get("also") or []),
+                )
+            )
+    return queries
+
+
+def _norm(path: str) -> str:
+    return path.replace("\\", "/").lstrip("./")
+
+
+def judge(query: Query, results: list[dict[str, Any]], cell_depth: int = 10) -> QueryOutcome:
+    """Score one ranked result list (the `results` of the JSON contract) against the ground truth."""
+    right = {_norm(query.notebook), *(_norm(a) for a in query.also)}
+    notebooks: list[str] = []
+    for result in results:
+        name = _norm(result["notebook"])
+        if name not in notebooks:
+            notebooks.append(name)
+    rank = next((i + 1 for i, name in enumerate(notebooks) if name in right), None)
+    seen: list[tuple[str, int]] = []
+    for result in results:
+        for cell in result.get("cells") or [result["cell"]]:
+            pair = (_norm(result["notebook"]), int(cell))
+            if pair not in seen:
+                seen.append(pair)
+    target = _norm(query.notebook)
+    cell_hit = any(nb == target and cell in query.cells for nb, cell in seen[:cell_depth])
+    return QueryOutcome(query, rank, cell_hit)
+
+
+def metrics(outcomes: Iterable[QueryOutcome]) -> dict[str, float]:
+    items = list(outcomes)
+    n = len(items) or 1
+    return {
+        "n": float(len(items)),
+        "nb@1": sum(1 for o in items if o.notebook_rank == 1) / n,
+        "nb@3": sum(1 for o in items if o.notebook_rank and o.notebook_rank <= 3) / n,
+        "nb@5": sum(1 for o in items if o.notebook_rank and o.notebook_rank <= 5) / n,
+        "MRR": sum(1.0 / o.notebook_rank for o in items if o.notebook_rank) / n,
+        "cell@10c": sum(1 for o in items if o.cell_hit) / n,
+    }
+
+
+def evaluate(
+    queries: list[Query], search: SearchFn
+) -> tuple[dict[str, dict[str, float]], list[QueryOutcome]]:
+    """Run every query; return metrics overall (key "all") and per kind, and the outcomes."""
+    outcomes = [judge(q, search(q.query)) for q in queries]
+    table = {"all": metrics(outcomes)}
+    for kind in sorted({q.kind for q in queries}):
+        table[kind] = metrics(o for o in outcomes if o.query.kind == kind)
+    return table, outcomes

@@ -1,0 +1,321 @@
+"""Retrieval (DESIGN §6): hybrid fan-out, group by notebook, priors, anchor cells and neighbourhoods."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nbrecall.config import RetrieveSettings
+from nbrecall.index.fusion import FusionSettings, StoreHit
+from nbrecall.index.store import SearchFilters, Store
+from nbrecall.ingest.manifest import CellRecord, Manifest
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:[.,]\d+)*")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "our",
+        "the",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "where",
+        "which",
+        "who",
+        "why",
+        "with",
+        "you",
+        "your",
+        "show",
+        "me",
+        "plot",
+        "value",
+        "used",
+        "use",
+        "get",
+        "got",
+        "find",
+        "calculation",
+    ]
+)
+
+
+def query_terms(text: str) -> set[str]:
+    """Lower-cased content words of a query (identifiers split on underscores too)."""
+    terms: set[str] = set()
+    for word in _WORD.findall(text.lower()):
+        for part in {word, *word.split("_")}:
+            if len(part) >= 2 and part not in _STOP:
+                terms.add(part)
+    return terms
+
+
+@dataclass
+class Hit:
+    """One result as a user sees it (the JSON contract of `nbrecall search --json`)."""
+
+    notebook: str
+    root: str
+    cell: int
+    cells: list[int]
+    cell_id: str
+    kind: str
+    score: float
+    heading: str
+    snippet: str
+    nb_sha: str = ""
+    year: int | None = None
+    project: str = ""
+    author: str = ""
+    stale: bool = False
+    deprecated: bool = False
+
+    def contract(self) -> dict[str, Any]:
+        return {
+            "notebook": self.notebook,
+            "root": self.root,
+            "cell": self.cell,
+            "cells": self.cells,
+            "cell_id": self.cell_id,
+            "kind": self.kind,
+            "score": round(self.score, 6),
+            "heading": self.heading,
+            "snippet": self.snippet,
+            "year": self.year,
+            "project": self.project,
+            "author": self.author,
+            "stale": self.stale,
+            "deprecated": self.deprecated,
+        }
+
+
+@dataclass
+class NotebookResult:
+    """A notebook with its matching chunks and, for the top notebooks, the neighbourhood of the best cell."""
+
+    nb_sha: str
+    notebook: str
+    root: str
+    score: float
+    hits: list[Hit]
+    neighbourhood: list[CellRecord] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SearchResult:
+    query: str
+    notebooks: list[NotebookResult]
+
+    def hits(self, k: int) -> list[Hit]:
+        """Results in the order a user sees them: notebook by notebook, best first, at most `k`."""
+        flat = [hit for nb in self.notebooks for hit in nb.hits]
+        return flat[:k]
+
+
+def snippet(text: str, terms: set[str], width: int = 240) -> str:
+    """The window of `text` holding most query terms (skipping the path/heading header lines)."""
+    body = text.split("\n\n", 1)[1] if "\n\n" in text else text
+    lowered = body.lower()
+    if not terms:
+        return body[:width].strip()
+    positions = sorted(m.start() for t in terms for m in re.finditer(re.escape(t), lowered))
+    if not positions:
+        return body[:width].strip()
+    best, best_count = positions[0], 0
+    for i, start in enumerate(positions):
+        count = sum(1 for p in positions[i:] if p < start + width)
+        if count > best_count:
+            best, best_count = start, count
+    begin = max(0, best - width // 4)
+    piece = body[begin : begin + width].replace("\n", " ⏎ ")
+    return ("…" if begin else "") + piece.strip() + ("…" if begin + width < len(body) else "")
+
+
+def _cell_overlap(cell: CellRecord, terms: set[str]) -> int:
+    words = query_terms(cell.source + "\n" + cell.outputs)
+    return len(terms & words)
+
+
+def _pick_anchor(row: dict[str, Any], cells: dict[int, CellRecord], terms: set[str]) -> tuple[int, list[int]]:
+    """Within a multi-cell chunk, point at the cell that shares most query words; that cell comes first."""
+    covered = list(row["cells"])
+    anchor = row["anchor"]
+    if len(covered) > 1 and cells:
+        scored = [
+            (_cell_overlap(cells[i], terms), cells[i].cell_type == "code", -abs(i - anchor), i)
+            for i in covered
+            if i in cells
+        ]
+        if scored:
+            anchor = max(scored)[3]
+    ordered = [anchor] + sorted((i for i in covered if i != anchor), key=lambda i: abs(i - anchor))
+    return anchor, ordered
+
+
+def _prior(row: dict[str, Any]) -> float:
+    health = row.get("health")
+    prior = 0.85 + 0.15 * (health if health is not None else 1.0)
+    if row.get("stale"):
+        prior *= 0.8
+    if row.get("deprecated"):
+        prior *= 0.7
+    return prior
+
+
+def _bigrams(text: str) -> set[tuple[str, str]]:
+    words = [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+    return set(zip(words, words[1:], strict=False))
+
+
+def phrase_overlap(query: str, text: str) -> float:
+    """Share of the query's adjacent word pairs that occur adjacent in `text` (0..1): rewards exact phrases."""
+    pairs = _bigrams(query)
+    if not pairs:
+        return 0.0
+    return len(pairs & _bigrams(text)) / len(pairs)
+
+
+def rerank(query: str, hits: list[StoreHit], phrase_weight: float) -> list[StoreHit]:
+    """Add a phrase-match bonus to the fused score, so quoted errors and exact wording rise to the top."""
+    if phrase_weight <= 0:
+        return hits
+    for hit in hits:
+        hit.score += phrase_weight * phrase_overlap(query, hit.row["text"])
+    return sorted(hits, key=lambda h: -h.score)
+
+
+def group_by_notebook(
+    hits: list[StoreHit], indexed: set[str] | None, weights: tuple[float, ...] = (1.0, 0.25, 0.1)
+) -> list[tuple[str, float, list[StoreHit]]]:
+    """Notebook score: its best chunk, plus smaller shares of its best chunks on *other* cells.
+
+    A notebook with several matching cells beats one with a single match of the same strength, but many weak
+    matches never outweigh one strong match. Several chunks of one cell (its code, table, figure) count once.
+    """
+    by_nb: dict[str, list[StoreHit]] = {}
+    for hit in hits:
+        sha = hit.row["nb_sha"]
+        if indexed is not None and sha not in indexed:
+            continue  # written to the store by a run that has not committed its manifest: not visible yet
+        by_nb.setdefault(sha, []).append(hit)
+    ranked = []
+    for sha, group in by_nb.items():
+        group.sort(key=lambda h: -h.score)
+        per_cell: list[float] = []
+        seen: set[int] = set()
+        for hit in group:
+            if hit.row["anchor"] not in seen:
+                seen.add(hit.row["anchor"])
+                per_cell.append(hit.score)
+        score = sum(w * s for w, s in zip(weights, per_cell, strict=False))
+        ranked.append((sha, score * _prior(group[0].row), group))
+    ranked.sort(key=lambda item: -item[1])
+    return ranked
+
+
+def neighbourhood(cells: list[CellRecord], anchor: int, after: int = 2) -> list[CellRecord]:
+    """The heading above the anchor, the anchor cell and the next `after` cells."""
+    by_index = {c.idx: c for c in cells}
+    picked: list[CellRecord] = []
+    for i in range(anchor - 1, -1, -1):
+        cell = by_index.get(i)
+        if cell is not None and cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
+            picked.append(cell)
+            break
+    picked.extend(by_index[i] for i in range(anchor, anchor + after + 1) if i in by_index)
+    seen: set[int] = set()
+    return [c for c in picked if not (c.idx in seen or seen.add(c.idx))]  # type: ignore[func-returns-value]
+
+
+def retrieve(
+    query: str,
+    store: Store,
+    manifest: Manifest,
+    query_vector: np.ndarray | None,
+    settings: RetrieveSettings,
+    filters: SearchFilters | None = None,
+    per_notebook: int = 3,
+    max_notebooks: int = 10,
+) -> SearchResult:
+    """Hybrid search, grouped by notebook, with anchors and neighbourhoods for the top notebooks."""
+    filters = filters or SearchFilters()
+    terms = query_terms(query)
+    fusion = FusionSettings(settings.fusion, settings.alpha, settings.rrf_k)
+    hits = rerank(
+        query, store.search(query, query_vector, settings.fanout, filters, fusion), settings.phrase_weight
+    )
+    ranked = group_by_notebook(hits, manifest.indexed_shas())
+    results: list[NotebookResult] = []
+    for position, (sha, score, group) in enumerate(ranked[:max_notebooks]):
+        cells = {c.idx: c for c in manifest.cells(sha)}
+        shown: list[Hit] = []
+        anchors: set[int] = set()
+        for hit in group:
+            if len(shown) >= per_notebook:
+                break
+            row = hit.row
+            anchor, ordered = _pick_anchor(row, cells, terms)
+            if anchor in anchors:
+                continue
+            anchors.add(anchor)
+            cell = cells.get(anchor)
+            shown.append(
+                Hit(
+                    notebook=row["notebook"],
+                    root=row["root"],
+                    cell=anchor,
+                    cells=ordered,
+                    cell_id=cell.cell_id if cell else row["anchor_id"],
+                    kind=row["kind"],
+                    score=hit.score,
+                    heading=row["heading"],
+                    snippet=snippet(row["text"], terms),
+                    nb_sha=sha,
+                    year=row.get("year"),
+                    project=row.get("project") or "",
+                    author=row.get("author") or "",
+                    stale=bool(row.get("stale")),
+                    deprecated=bool(row.get("deprecated")),
+                )
+            )
+        result = NotebookResult(
+            sha,
+            group[0].row["notebook"],
+            group[0].row["root"],
+            score,
+            shown,
+            paths=[rel for _root, rel in manifest.paths_of(sha)],
+        )
+        if position < settings.top_notebooks and shown:
+            result.neighbourhood = neighbourhood(
+                list(cells.values()), shown[0].cell, settings.neighbours_after
+            )
+        results.append(result)
+    return SearchResult(query, results)

@@ -1,0 +1,87 @@
+"""Wiring for the read side and the write side of an index folder, shared by the CLI, the web app and MCP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nbrecall.config import Settings
+from nbrecall.index.embed import Embedder, EmbedSettings, load_embedder
+from nbrecall.index.store import LanceStore, SearchFilters
+from nbrecall.ingest.manifest import Manifest
+from nbrecall.search.retrieve import SearchResult, retrieve
+
+
+class IndexMissing(RuntimeError):
+    """The index folder has no index yet."""
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    cfg = settings.embed
+    return load_embedder(
+        EmbedSettings(
+            kind=cfg.kind,
+            path=cfg.path,
+            url=cfg.url,
+            model=cfg.model,
+            batch_size=cfg.batch_size,
+            threads=cfg.threads,
+        ),
+        Path(cfg.cache_dir) if cfg.cache_dir else settings.index_dir / "models",
+    )
+
+
+def open_store(settings: Settings, dim: int) -> LanceStore:
+    return LanceStore(settings.index_dir / "lance", dim)
+
+
+@dataclass
+class Archive:
+    """An opened index: search it; models are loaded once, at first use."""
+
+    settings: Settings
+    _embedder: Embedder | None = field(default=None, repr=False)
+    _store: LanceStore | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        path = self.settings.index_dir / "manifest.sqlite"
+        if not path.is_file():
+            raise IndexMissing(
+                f"{self.settings.index_dir}: no index here; run `nbrecall index ROOT` first "
+                "(or pass --index / set NBRECALL_INDEX)"
+            )
+        self.manifest = Manifest(path, readonly=True)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = make_embedder(self.settings)
+        return self._embedder
+
+    @property
+    def store(self) -> LanceStore:
+        if self._store is None:
+            self._store = open_store(self.settings, self.embedder.dim)
+        return self._store
+
+    def search(
+        self, query: str, filters: SearchFilters | None = None, max_notebooks: int = 10
+    ) -> SearchResult:
+        vector = self.embedder.embed([query])[0] if query.strip() and self.settings.embed.enabled else None
+        return retrieve(
+            query,
+            self.store,
+            self.manifest,
+            vector,
+            self.settings.retrieve,
+            filters,
+            max_notebooks=max_notebooks,
+        )
+
+    def notebook_file(self, sha: str) -> Path | None:
+        """The file on disk for an indexed notebook (never a path taken from a request)."""
+        for root, rel in self.manifest.paths_of(sha):
+            path = Path(root) if Path(root).is_file() else Path(root) / rel
+            if path.is_file():
+                return path
+        return None

@@ -1,0 +1,531 @@
+"""`nbrecall convert`: cell headers, no source lost, figures as files, dependency hints, report and CLI."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nbrecall.cli import app
+from nbrecall.convert.markdown import ConvertedNotebook, ConvertOptions, cell_header, convert_notebook
+from nbrecall.convert.run import ConvertResult, convert_file
+from nbrecall.convert.tokens import count_llm_tokens
+from nbrecall.notebook.model import Notebook
+from nbrecall.notebook.read import NotebookUnreadable, read_notebook_bytes
+
+REPO = Path(__file__).parents[1]
+ARCHIVE = REPO / "samples" / "archive"
+CORPUS = Path(__file__).parents[1] / ".." / "shared" / "corpus"
+SWEEP_BUDGET_S = 60.0
+
+SAMPLES = {
+    "ballast_distribution": "projects/2017/17-042/ballast_distribution.ipynb",
+    "mooring_loads": "projects/2018/18-007/mooring_loads.ipynb",
+    "pile_capacity": "projects/2019/19-113/pile_capacity.ipynb",
+    "stability_check": "projects/2014/14-003/stability_check.ipynb",
+    "old_coefficients": "projects/2016/16-021/old_coefficients.ipynb",
+    "glossary_hydrostatics": "reference/glossary_hydrostatics.ipynb",
+}
+BROKEN = "scratch/broken.ipynb"
+
+HEADER_RE = re.compile(r"^## Cell \[(\d+)\] · type:(code|markdown|raw)(?: · In\[(\d+| )\])? · id:(\S+)$", re.M)
+# Lines of markdown cells that carry pasted image data; the converter replaces them by [Figure: …] placeholders.
+IMAGE_LINE_RE = re.compile(r"data:image/[\w.+-]+;base64|attachment:", re.I)
+DATA_URI_RE = re.compile(r"data:image/[\w.+-]+;base64,[A-Za-z0-9+/=]{16,}", re.I)
+FIGURE_RE = re.compile(r"\[Figure: (\S+) · ([\w.+-]+/[\w.+-]+), [^\]]+\]")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _read(path: Path, shown: str | None = None) -> Notebook:
+    return read_notebook_bytes(path.read_bytes(), shown or str(path))
+
+
+def _header_positions(nb: Notebook, lines: list[str]) -> tuple[list[int], list[str]]:
+    """Line number of every cell's exact header, searched in document order."""
+    positions: list[int] = []
+    start = 0
+    for cell in nb.cells:
+        try:
+            start = lines.index(cell_header(cell), start)
+        except ValueError:
+            return positions, [f"Cell [{cell.index}]: header {cell_header(cell)!r} missing or out of order"]
+        positions.append(start)
+        start += 1
+    return positions, []
+
+
+def source_problems(nb: Notebook, markdown: str) -> list[str]:
+    """Every source line of every code and markdown cell, as a whole line, in order, inside its cell's section.
+
+    Trailing whitespace is not compared (the converter trims the end of the document). Markdown lines holding
+    pasted image data are skipped: they become [Figure: …] placeholders.
+    """
+    lines = [line.rstrip() for line in markdown.split("\n")]
+    positions, problems = _header_positions(nb, lines)
+    if problems:
+        return problems
+    ends = positions[1:] + [len(lines)] if positions else []
+    for cell, begin, end in zip(nb.cells, positions, ends, strict=True):
+        if cell.cell_type not in ("code", "markdown"):
+            continue
+        at = begin + 1
+        for number, line in enumerate(cell.source.split("\n"), start=1):
+            if cell.is_markdown and IMAGE_LINE_RE.search(line):
+                continue
+            try:
+                at = lines.index(line.rstrip(), at, end) + 1
+            except ValueError:
+                problems.append(f"Cell [{cell.index}] ({cell.cell_type}) line {number} lost: {line[:100]!r}")
+                break
+    return problems
+
+
+def figure_problems(converted: ConvertedNotebook, nb: Notebook) -> list[str]:
+    """Placeholders name files the conversion produced; no image base64 left outside code sources."""
+    problems = []
+    prefix = f"{converted.name}_files/"
+    for link, _mime in FIGURE_RE.findall(converted.markdown):
+        if not link.startswith(prefix) or link[len(prefix):] not in converted.files:
+            problems.append(f"placeholder points at {link}, not a produced file")
+    if re.search(r"\[figure \d+: ", converted.markdown):
+        problems.append("an unreplaced [figure N: …] mark is left in the markdown")
+    in_code = sum(len(DATA_URI_RE.findall(c.source)) for c in nb.cells if not c.is_markdown)
+    if len(DATA_URI_RE.findall(converted.markdown)) > in_code:
+        problems.append("base64 image data left in the markdown")
+    return problems
+
+
+def section(markdown: str, index: int) -> str:
+    """The text under `## Cell [index]` up to the next cell header."""
+    match = re.search(rf"^## Cell \[{index}\] · .*$", markdown, re.M)
+    assert match, f"no header for Cell [{index}]"
+    following = HEADER_RE.search(markdown, match.end())
+    return markdown[match.end(): following.start() if following else len(markdown)]
+
+
+def _b64(value: str | list[str]) -> bytes:
+    return base64.b64decode("".join(value) if isinstance(value, list) else value)
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ConvertResult]:
+    """Every sample converted once with files written, as the CLI lays them out."""
+    out = tmp_path_factory.mktemp("converted")
+    results = {}
+    for name, rel in SAMPLES.items():
+        target = out / Path(rel).parent
+        results[name] = convert_file(ARCHIVE / rel, target, display_path=rel)
+        assert results[name].ok, results[name].reason
+    return results
+
+
+def _nb(name: str) -> Notebook:
+    return _read(ARCHIVE / SAMPLES[name], SAMPLES[name])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# headers and sources
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_every_cell_has_a_header_in_order(name: str, converted: dict[str, ConvertResult]) -> None:
+    nb = _nb(name)
+    markdown = converted[name].converted.markdown
+    found = HEADER_RE.findall(markdown)
+    expected = [(str(c.index), c.cell_type,
+                 ("" if not c.is_code else str(c.execution_count) if c.execution_count is not None else " "),
+                 c.id) for c in nb.cells]
+    assert found == expected
+    assert markdown.startswith(f"# {SAMPLES[name]}\n")
+
+
+def test_code_cells_show_in_n_or_blank() -> None:
+    nb = _nb("pile_capacity")
+    markdown = convert_notebook(nb, "pile_capacity").markdown
+    assert "## Cell [5] · type:code · In[7] · id:" in markdown
+    assert "## Cell [8] · type:code · In[ ] · id:" in markdown  # never run
+    assert "## Cell [0] · type:markdown · id:" in markdown
+    assert "In[" not in next(line for line in markdown.splitlines() if line.startswith("## Cell [0]"))
+
+
+def test_synthetic_ids_of_old_files_are_in_headers() -> None:
+    nb = _nb("stability_check")  # nbformat 3: ids made up from index and source
+    markdown = convert_notebook(nb, "stability_check").markdown
+    assert all(c.id_is_synthetic for c in nb.cells)
+    assert "## Cell [0] · type:markdown · id:c0-" in markdown
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_no_source_line_lost_in_samples(name: str, converted: dict[str, ConvertResult]) -> None:
+    nb = _nb(name)
+    assert source_problems(nb, converted[name].converted.markdown) == []
+
+
+def test_source_check_catches_a_lost_line() -> None:
+    nb = _nb("pile_capacity")
+    markdown = convert_notebook(nb, "pile_capacity").markdown
+    damaged = markdown.replace('    "L_emb": 38.0,    # embedded length below seabed [m]\n', "", 1)
+    assert damaged != markdown
+    assert source_problems(nb, damaged) == ["Cell [5] (code) line 4 lost: "
+                                            "'    \"L_emb\": 38.0,    # embedded length below seabed [m]'"]
+    moved = markdown.replace("## Cell [9]", "## Cell [X]", 1)
+    assert "header" in source_problems(nb, moved)[0]
+
+
+def test_sources_with_backtick_fences_and_odd_text_are_kept_whole() -> None:
+    nb_json = {
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {},
+        "cells": [
+            {"id": "a", "cell_type": "markdown", "metadata": {},
+             "source": "```python\nx = 1\n```\n\n## Cell [7] · not a header\n"},
+            {"id": "b", "cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+             "source": 'doc = """\n```\nfenced inside a string\n````\n"""\r\n\ttab = "\\u00e9 ü"'},
+        ],
+    }
+    nb = read_notebook_bytes(json.dumps(nb_json).encode(), "odd.ipynb")
+    markdown = convert_notebook(nb, "odd").markdown
+    assert source_problems(nb, markdown) == []
+    assert "`````python\n" in markdown  # fence longer than the ```` inside the source
+
+
+# outputs._parse_code (figure captions) calls ast.parse on corpus code with invalid escapes, e.g. "\\d" in a
+# plain string, without silencing the DeprecationWarning that compile() emits.
+@pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")
+def test_corpus_sweep_no_source_lost_and_no_base64() -> None:
+    """Every readable notebook of the development corpus, converted in memory (no files, no SVG)."""
+    if not CORPUS.is_dir():
+        pytest.skip("../shared/corpus is not present")
+    files = sorted(CORPUS.rglob("*.ipynb"))
+    assert files
+    started = time.perf_counter()
+    problems: list[str] = []
+    for path in files:
+        rel = str(path.relative_to(CORPUS))
+        try:
+            nb = read_notebook_bytes(path.read_bytes(), rel)
+        except NotebookUnreadable as exc:
+            problems.append(f"{rel}: unreadable: {exc.reason}")
+            continue
+        result = convert_notebook(nb, path.stem)
+        problems += [f"{rel}: {p}" for p in source_problems(nb, result.markdown)]
+        problems += [f"{rel}: {p}" for p in figure_problems(result, nb)]
+    elapsed = time.perf_counter() - started
+    assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:40])
+    assert elapsed < SWEEP_BUDGET_S * 2, f"corpus sweep of {len(files)} notebooks took {elapsed:.1f} s"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# figures
+
+
+def test_figures_are_written_as_files_and_placeholders_point_at_them(converted: dict[str, ConvertResult]) -> None:
+    raw = json.loads((ARCHIVE / SAMPLES["ballast_distribution"]).read_text(encoding="utf-8"))
+    output_png = _b64(raw["cells"][13]["outputs"][0]["data"]["image/png"])
+    attachment_png = _b64(raw["cells"][1]["attachments"]["sketch.png"]["image/png"])
+    glossary = json.loads((ARCHIVE / SAMPLES["glossary_hydrostatics"]).read_text(encoding="utf-8"))
+    uri = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", "".join(glossary["cells"][6]["source"]))
+    assert uri
+    data_uri_png = base64.b64decode(uri.group(1))
+
+    expected = {
+        "ballast_distribution": {"cell1-1.png": attachment_png, "cell13-1.png": output_png},
+        "glossary_hydrostatics": {"cell6-1.png": data_uri_png},
+    }
+    for name, files in expected.items():
+        result = converted[name]
+        md_path = next(p for p in result.written if p.name == f"{name}.md")
+        markdown = md_path.read_text(encoding="utf-8")
+        links = FIGURE_RE.findall(markdown)
+        assert sorted(link for link, _ in links) == sorted(f"{name}_files/{f}" for f in files)
+        for link, mime in links:
+            target = md_path.parent / link
+            assert target.is_file(), link
+            assert mime == "image/png"
+            assert target.read_bytes() == files[target.name]
+            assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+        assert "base64" not in markdown
+        assert "data:image" not in markdown
+        assert "attachment:" not in markdown
+        assert not re.search(r"\[figure \d+: ", markdown)
+        assert len(markdown) < 20_000
+    ballast = converted["ballast_distribution"].converted.markdown
+    plot = section(ballast, 13)
+    assert "Ballast distribution along the hull (x: Distance from AP [m], y: Ballast volume [m3])" in plot
+    assert "[Figure: ballast_distribution_files/cell1-1.png · image/png, 216 B]" in section(ballast, 1)
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_no_base64_in_any_sample_output(name: str, converted: dict[str, ConvertResult]) -> None:
+    result = converted[name]
+    assert figure_problems(result.converted, _nb(name)) == []
+    assert not re.search(r"[A-Za-z0-9+/]{120,}", result.converted.markdown)
+    files_dir = result.written[0].parent / f"{name}_files"
+    assert files_dir.is_dir() == bool(result.converted.files)
+
+
+def test_v3_png_output_becomes_a_file(converted: dict[str, ConvertResult]) -> None:
+    result = converted["stability_check"]
+    assert list(result.converted.files) == ["cell13-1.png"]
+    assert "[Figure: stability_check_files/cell13-1.png · image/png" in section(result.converted.markdown, 13)
+
+
+def test_markdown_image_alt_text_appears_once(converted: dict[str, ConvertResult]) -> None:
+    """The alt text stays in place after the mark and is not repeated as a caption."""
+    ballast = section(converted["ballast_distribution"].converted.markdown, 1)
+    assert "[Figure: ballast_distribution_files/cell1-1.png · image/png, 216 B] sketch\n" in ballast
+    glossary = section(converted["glossary_hydrostatics"].converted.markdown, 6)
+    assert "276 B] metacentre" in glossary and "metacentre metacentre" not in glossary
+
+
+# ---------------------------------------------------------------------------------------------------------
+# dependency hints and order warnings
+
+
+def test_pile_capacity_dependency_lines_and_order_warnings(converted: dict[str, ConvertResult]) -> None:
+    markdown = converted["pile_capacity"].converted.markdown
+    assert "> Execution: did NOT run top to bottom" in markdown
+    assert "> Imported names (ambient, not dependency edges): np, pd" in markdown
+    assert "> depends on: soil (defined in Cell [3]) — approximate" in section(markdown, 7)
+    assert ("> depends on: soil (defined in Cell [3]); pile (defined in Cell [5]) — approximate"
+            in section(markdown, 10))
+    assert ("> depends on: A_steel, pile (defined in Cell [5]); Q_s, Q_b (defined in Cell [11]) — approximate"
+            in section(markdown, 13))
+    out_of_order = {7: 3, 10: 5, 11: 6}
+    for index in range(15):
+        text = section(markdown, index)
+        if index in out_of_order:
+            assert f"> ⚠ execution order: In[{out_of_order[index]}] runs below Cell [5] In[7]" in text
+        else:
+            assert "execution order:" not in text, index
+    never = section(markdown, 8)
+    assert "> ⚠ never run in the saved notebook (no execution count)" in never
+    assert "> ⚠ Cell [8] uses Q_s defined later in Cell [11] — approximate" in never
+    assert "depends on:" not in section(markdown, 2)  # imports only: ambient, no edge
+    # the hints sit between the header and the source fence
+    text = section(markdown, 7)
+    assert text.index("> depends on:") < text.index("```python")
+
+
+def test_ballast_ran_top_to_bottom_has_no_order_warnings(converted: dict[str, ConvertResult]) -> None:
+    markdown = converted["ballast_distribution"].converted.markdown
+    assert "> Execution: ran top to bottom; 100% of code cells executed" in markdown
+    assert "⚠" not in markdown
+    assert "> depends on: summary (defined in Cell [7]) — approximate" in section(markdown, 8)
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_dependency_lines_match_the_analysis(name: str, converted: dict[str, ConvertResult]) -> None:
+    result = converted[name].converted
+    edges = result.analysis.edges
+    for index in {e.dst for e in edges}:
+        text = section(result.markdown, index)
+        for edge in (e for e in edges if e.dst == index):
+            assert f"{', '.join(edge.names)} (defined in Cell [{edge.src}])" in text
+    with_line = {int(m) for m in re.findall(r"^## Cell \[(\d+)\].*\n\n> depends on:", result.markdown, re.M)}
+    assert with_line == {e.dst for e in edges}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# fidelity report
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_report_has_cell_map_sizes_and_limits(name: str, converted: dict[str, ConvertResult]) -> None:
+    result = converted[name]
+    nb = _nb(name)
+    report_path = next(p for p in result.written if p.name == f"{name}.report.md")
+    report = report_path.read_text(encoding="utf-8")
+    assert report.startswith(f"# Fidelity report: {SAMPLES[name]}\n")
+
+    rows = re.findall(r"^\| (\d+) \| `([^`]+)` \| (code|markdown|raw) \| ([^|]*) \|", report, re.M)
+    assert [(int(i), cid, kind) for i, cid, kind, _ in rows] == [(c.index, c.id, c.cell_type) for c in nb.cells]
+    for (_, _, kind, count), cell in zip(rows, nb.cells, strict=True):
+        if kind == "code":
+            assert count.strip() == (str(cell.execution_count) if cell.execution_count is not None else "—")
+
+    raw = (ARCHIVE / SAMPLES[name]).read_bytes()
+    markdown = result.converted.markdown
+    assert f"| bytes | {len(raw):,} | {len(markdown.encode()):,} |" in report
+    tokens_before = count_llm_tokens(raw.decode("utf-8"))
+    tokens_after = count_llm_tokens(markdown)
+    assert 0 < tokens_after < tokens_before
+    assert re.search(rf"^\| tokens \(cl100k_base[^|]*\) \| {tokens_before:,} \| {tokens_after:,} \(\d+%\) \|$",
+                     report, re.M)
+    assert f"| cells | {len(nb.cells)} | {len(nb.cells)} |" in report
+
+    limits = report.split("## Limits of the analysis\n", 1)
+    assert len(limits) == 2
+    paragraph = limits[1].strip()
+    assert paragraph == result.converted.analysis.limits
+    assert "approximate" in paragraph and len(paragraph) > 200
+
+
+def test_pile_capacity_report_notes_and_warnings(converted: dict[str, ConvertResult]) -> None:
+    result = converted["pile_capacity"]
+    report = next(p for p in result.written if p.name.endswith(".report.md")).read_text(encoding="utf-8")
+    row8 = next(line for line in report.splitlines() if line.startswith("| 8 |"))
+    assert "| — |" in row8 and "never run" in row8
+    row7 = next(line for line in report.splitlines() if line.startswith("| 7 |"))
+    assert "execution order: In[3] runs below Cell [5] In[7]" in row7
+    assert "- Cell [10] raised KeyError: 'pile_diameter'" in report
+    assert "dependency edges: " in report
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CLI
+
+
+WIDE = {"COLUMNS": "400"}  # rich wraps the summary at the console width; keep paths on one line
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_cli_converts_archive_and_reports_broken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no nbrecall.toml of the caller's folder
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["convert", str(ARCHIVE), "-o", str(out)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    log = _flat(result.output)
+    assert "converted 6 of 7 notebooks" in log  # 7 .ipynb files, of which scratch/broken.ipynb is truncated
+    assert "unreadable" in log and "broken.ipynb" in log and "truncated JSON" in log
+    for name, rel in SAMPLES.items():
+        folder = out / Path(rel).parent
+        for suffix in (".md", ".report.md", ".deps.svg"):
+            assert (folder / f"{name}{suffix}").is_file(), f"{name}{suffix}"
+        svg = ET.parse(folder / f"{name}.deps.svg").getroot()
+        assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+        markdown = (folder / f"{name}.md").read_text(encoding="utf-8")
+        assert markdown.startswith(f"# {rel}\n")
+    assert not (out / "scratch").exists()
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert len([p for p in written if p.endswith(".md") and not p.endswith(".report.md")]) == 6
+    assert "projects/2017/17-042/ballast_distribution_files/cell13-1.png" in written
+
+
+def test_cli_stdout_prints_one_notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = ARCHIVE / SAMPLES["pile_capacity"]
+    result = CliRunner().invoke(app, ["convert", str(path), "--stdout"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    expected = convert_file(path, None).converted
+    assert expected is not None
+    assert result.stdout == expected.markdown
+    assert result.stdout.count("## Cell [") == 15
+    assert list(tmp_path.iterdir()) == []
+    assert not list(path.parent.glob("*.md"))  # nothing written beside the sample
+
+
+def test_cli_stdout_respects_max_output_chars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = ARCHIVE / SAMPLES["mooring_loads"]
+    small = CliRunner().invoke(app, ["convert", str(path), "--stdout", "--max-output-chars", "200"], env=WIDE)
+    large = CliRunner().invoke(app, ["convert", str(path), "--stdout"], env=WIDE)
+    assert small.exit_code == large.exit_code == 0
+    assert len(small.stdout) < len(large.stdout)
+    assert source_problems(_nb("mooring_loads"), small.stdout.replace(str(path), SAMPLES["mooring_loads"])) == []
+
+
+def test_cli_stdout_refuses_a_folder_and_reports_unreadable(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    folder = CliRunner().invoke(app, ["convert", str(ARCHIVE), "--stdout"], env=WIDE)
+    assert folder.exit_code == 2
+    broken = CliRunner().invoke(app, ["convert", str(ARCHIVE / BROKEN), "--stdout"], env=WIDE)
+    assert broken.exit_code == 1
+    assert isinstance(broken.exception, SystemExit)
+    assert broken.stdout == ""
+    assert "truncated JSON" in _flat(broken.stderr)
+    missing = CliRunner().invoke(app, ["convert", str(tmp_path / "nope.ipynb")], env=WIDE)
+    assert missing.exit_code == 2
+
+
+MALFORMED: dict[str, tuple[bytes, str]] = {
+    "empty": (b"", "empty file"),
+    "blank": (b"  \n\t\n", "empty file"),
+    "truncated": (b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code", ',
+                  "truncated JSON"),
+    "not_json": (b"print('this is a script, not a notebook')\n", "invalid JSON"),
+    "binary": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "invalid UTF-8"),
+    "json_list": (b"[1, 2, 3]", "not a notebook"),
+    "json_without_nbformat": (b'{"cells": []}', "not a notebook"),
+    "nbformat_5": (b'{"nbformat": 5, "nbformat_minor": 0, "metadata": {}, "cells": []}', "unsupported nbformat"),
+    "cells_not_a_list": (b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": {}}', "schema violation"),
+    "bad_cell_type": (b'{"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": [{"cell_type": "python", '
+                      b'"source": "x", "metadata": {}}]}', "schema violation"),
+    "v3_without_worksheets": (b'{"nbformat": 3, "nbformat_minor": 0, "metadata": {}}', "schema violation"),
+}
+
+
+@pytest.mark.parametrize("kind", MALFORMED)
+def test_malformed_files_never_raise(kind: str, tmp_path: Path) -> None:
+    data, reason = MALFORMED[kind]
+    path = tmp_path / f"{kind}.ipynb"
+    path.write_bytes(data)
+    result = convert_file(path, tmp_path / "out")
+    assert not result.ok
+    assert result.reason is not None and result.reason.startswith(reason), result.reason
+    assert "\n" not in result.reason
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_on_malformed_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for kind, (data, _) in MALFORMED.items():
+        (bad / f"{kind}.ipynb").write_bytes(data)
+    runner = CliRunner()
+    only_bad = runner.invoke(app, ["convert", str(bad), "-o", str(tmp_path / "out1")], env=WIDE)
+    assert only_bad.exit_code == 1  # nothing converted
+    assert isinstance(only_bad.exception, SystemExit)
+    log = _flat(only_bad.output)
+    assert f"converted 0 of {len(MALFORMED)} notebooks" in log
+    for kind in MALFORMED:
+        assert f"{kind}.ipynb" in log
+    for kind in MALFORMED:
+        single = runner.invoke(app, ["convert", str(bad / f"{kind}.ipynb"), "--stdout"], env=WIDE)
+        assert single.exit_code == 1 and isinstance(single.exception, SystemExit), kind
+
+    (bad / "good.ipynb").write_bytes((ARCHIVE / SAMPLES["old_coefficients"]).read_bytes())
+    mixed = runner.invoke(app, ["convert", str(bad), "-o", str(tmp_path / "out2")], env=WIDE)
+    assert mixed.exit_code == 0, mixed.output
+    assert f"converted 1 of {len(MALFORMED) + 1} notebooks" in _flat(mixed.output)
+    assert (tmp_path / "out2" / "good.md").is_file()
+
+
+def test_odd_but_valid_outputs_do_not_stop_a_conversion() -> None:
+    nb_json = {
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {"language_info": {"name": "python"}},
+        "cells": [
+            {"id": "a", "cell_type": "code", "metadata": {}, "execution_count": 1, "source": "show()",
+             "outputs": [
+                 {"output_type": "display_data", "metadata": {}, "data": {"image/png": "not base64 !!"}},
+                 {"output_type": "display_data", "metadata": {}, "data": {}},
+                 {"output_type": "execute_result", "metadata": {}, "execution_count": 1,
+                  "data": {"application/json": {"a": [1, 2]}, "text/html": "<table><tr><td>x</td></tr>"}},
+                 {"output_type": "stream", "name": "stderr", "text": "\x1b[31mred\x1b[0m\r50%\r100%\n"},
+                 {"output_type": "error", "ename": "", "evalue": "", "traceback": []},
+             ]},
+            {"id": "b", "cell_type": "markdown", "metadata": {},
+             "source": "![x](data:image/png;base64,@@@@) ![y](attachment:missing.png) <img src='data:,'>"},
+            {"id": "c", "cell_type": "raw", "metadata": {}, "source": "```\nraw\n"},
+        ],
+    }
+    nb = read_notebook_bytes(json.dumps(nb_json).encode(), "odd.ipynb")
+    result = convert_notebook(nb, "odd", ConvertOptions(max_output_chars=50))
+    assert [r.index for r in result.cells] == [0, 1, 2]
+    assert "## Cell [2] · type:raw · id:c" in result.markdown
+    assert "attachment:missing.png" in result.markdown  # a missing attachment stays as written
+    assert "\x1b" not in result.markdown

@@ -1,0 +1,113 @@
+"""Retrieval metrics on a hand-made query set whose expected numbers are worked out by hand below."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nbrecall.search.evaluate import Query, evaluate, judge, load_queries, metrics
+
+
+def r(notebook: str, cells: list[int] | None = None, cell: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"notebook": notebook, "cell": cell if cell is not None else (cells or [0])[0]}
+    if cells is not None:
+        out["cells"] = cells
+    return out
+
+
+QUERIES = [
+    Query("q1", "where is the harbour model", "where", "a.ipynb", [3]),
+    Query("q2", "what was the accuracy", "value", "b.ipynb", [1, 2], answer="0.95", also=["b-copy.ipynb"]),
+    Query("q3", "where is the unknown thing", "where", "c.ipynb", [0]),
+    Query("q4", "TypeError: boom", "error", "sub/d.ipynb", [7]),
+    Query("q5", "what does kriging mean", "vocab", "f.ipynb", [2]),
+]
+
+RESULTS: dict[str, list[dict[str, Any]]] = {
+    # distinct notebooks x, a -> rank 2 (a's first result is 3rd in the list, but ranks count notebooks);
+    # cell pairs (x,0) (x,1) (x,2) (a,5) (a,3): the duplicate (x,1) counts once, (a,3) is 5th -> cell hit
+    "q1": [r("x.ipynb", [0, 1]), r("x.ipynb", [1, 2]), r("a.ipynb", [5]), r("a.ipynb", [3])],
+    # y (no `cells`: falls back to `cell`), z, then the `also` copy at distinct rank 3 -> right notebook;
+    # pairs: (y,4) + 9 of z = 10, so the copy's (b-copy,1) is 11th and b.ipynb's (b,2) 12th -> no cell hit
+    # (a hit in a copy never counts for cells anyway)
+    "q2": [r("y.ipynb", cell=4), r("z.ipynb", list(range(9))), r("b-copy.ipynb", [1]), r("b.ipynb", [2])],
+    # never the right notebook
+    "q3": [r("a.ipynb", [0]), r("b.ipynb", [0])],
+    # path spellings normalised (backslashes, leading ./); rank 1; pairs: d0..d4 (5), then 3,4 again (dups),
+    # d5 d6 d8 (8), (e,0) (9), (d,1) dup, (d,7) is exactly the 10th pair -> cell hit
+    "q4": [r("sub\\d.ipynb", [0, 1, 2, 3, 4]), r("./sub/d.ipynb", [3, 4, 5, 6, 8]), r("e.ipynb", [0]),
+           r("sub/d.ipynb", [1, 7])],
+    # repeated notebooks do not push the rank: g g h h i j f -> f is 5th distinct; (f,2) is 7th pair -> hit
+    "q5": [r("g.ipynb", [0]), r("g.ipynb", [1]), r("h.ipynb", [0]), r("h.ipynb", [1]), r("i.ipynb", [0]),
+           r("j.ipynb", [0]), r("f.ipynb", [2])],
+}
+
+
+def test_judge_ranks_distinct_notebooks_and_flattens_cells() -> None:
+    outcomes = {q.id: judge(q, RESULTS[q.id]) for q in QUERIES}
+    assert {k: o.notebook_rank for k, o in outcomes.items()} == {"q1": 2, "q2": 3, "q3": None, "q4": 1,
+                                                                  "q5": 5}
+    assert {k: o.cell_hit for k, o in outcomes.items()} == {"q1": True, "q2": False, "q3": False, "q4": True,
+                                                             "q5": True}
+
+
+def test_cell_cut_off_is_ten_distinct_pairs() -> None:
+    q4 = QUERIES[3]
+    assert judge(q4, RESULTS["q4"]).cell_hit
+    assert not judge(q4, RESULTS["q4"], cell_depth=9).cell_hit  # (d,7) is the 10th distinct pair
+    # the right cell of the right notebook beyond 10 pairs: no hit, though the notebook is rank 1
+    results = [r("sub/d.ipynb", list(range(10, 20))), r("d.ipynb", [7]), r("sub/d.ipynb", [7])]
+    outcome = judge(Query("q", "x", "error", "sub/d.ipynb", [7]), results)
+    assert outcome.notebook_rank == 1 and not outcome.cell_hit
+    # the right cell number in another notebook is not a hit
+    assert not judge(Query("q", "x", "where", "a.ipynb", [3]), [r("b.ipynb", [3])]).cell_hit
+
+
+def test_also_counts_for_the_notebook_but_not_for_cells() -> None:
+    q2 = QUERIES[1]
+    outcome = judge(q2, [r("b-copy.ipynb", [1, 2])])
+    assert outcome.notebook_rank == 1 and not outcome.cell_hit
+    assert judge(q2, [r("b.ipynb", [2])]).cell_hit
+
+
+def test_metrics_overall_and_per_kind() -> None:
+    table, outcomes = evaluate(QUERIES, lambda text: RESULTS[next(q.id for q in QUERIES if q.query == text)])
+    assert [o.query.id for o in outcomes] == ["q1", "q2", "q3", "q4", "q5"]
+    assert set(table) == {"all", "where", "value", "error", "vocab"}
+    # ranks 2, 3, None, 1, 5; cell hits q1, q4, q5
+    expected_all = {"n": 5.0, "nb@1": 1 / 5, "nb@3": 3 / 5, "nb@5": 4 / 5,
+                    "MRR": (1 / 2 + 1 / 3 + 0 + 1 + 1 / 5) / 5, "cell@10c": 3 / 5}
+    assert table["all"] == pytest.approx(expected_all)
+    assert table["all"]["MRR"] == pytest.approx(61 / 150)
+    # where: q1 (rank 2, hit) and q3 (miss)
+    assert table["where"] == pytest.approx({"n": 2.0, "nb@1": 0.0, "nb@3": 0.5, "nb@5": 0.5, "MRR": 0.25,
+                                            "cell@10c": 0.5})
+    assert table["value"] == pytest.approx({"n": 1.0, "nb@1": 0.0, "nb@3": 1.0, "nb@5": 1.0, "MRR": 1 / 3,
+                                            "cell@10c": 0.0})
+    assert table["error"] == pytest.approx({"n": 1.0, "nb@1": 1.0, "nb@3": 1.0, "nb@5": 1.0, "MRR": 1.0,
+                                            "cell@10c": 1.0})
+    assert table["vocab"] == pytest.approx({"n": 1.0, "nb@1": 0.0, "nb@3": 0.0, "nb@5": 1.0, "MRR": 0.2,
+                                            "cell@10c": 1.0})
+
+
+def test_empty_results_and_empty_set() -> None:
+    outcome = judge(QUERIES[0], [])
+    assert outcome.notebook_rank is None and not outcome.cell_hit
+    assert metrics([]) == {"n": 0.0, "nb@1": 0.0, "nb@3": 0.0, "nb@5": 0.0, "MRR": 0.0, "cell@10c": 0.0}
+
+
+def test_load_queries(tmp_path: Path) -> None:
+    path = tmp_path / "q.jsonl"
+    rows = [
+        {"id": "d1", "query": "what value", "kind": "value", "notebook": "a/b.ipynb", "cells": [13, 14],
+         "answer": "0.950", "note": "n"},
+        {"id": "d2", "query": "where", "kind": "where", "notebook": "c.ipynb", "cells": [1], "answer": None,
+         "also": ["c2.ipynb"]},
+    ]
+    path.write_text(json.dumps(rows[0]) + "\n\n" + json.dumps(rows[1]) + "\n", encoding="utf-8")
+    queries = load_queries(path)
+    assert queries == [Query("d1", "what value", "value", "a/b.ipynb", [13, 14], "0.950", []),
+                       Query("d2", "where", "where", "c.ipynb", [1], None, ["c2.ipynb"])]

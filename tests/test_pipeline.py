@@ -1,0 +1,287 @@
+"""Indexing runs: incremental cases, quarantine, keyword search after a second run, filters, lock, crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from nbformat import v4
+
+from conftest import HashEmbedder, code, result, stream, write_nb
+from nbrecall.config import Settings
+from nbrecall.index.store import LanceStore, SearchFilters
+from nbrecall.ingest.lock import IndexLocked, WriterLock
+from nbrecall.ingest.manifest import Manifest
+from nbrecall.ingest.pipeline import run_index
+from nbrecall.search.retrieve import retrieve
+
+
+def make_archive(root: Path) -> None:
+    write_nb(
+        root / "projects/2017/17-042/ballast.ipynb",
+        [
+            v4.new_markdown_cell("# Ballast distribution\nBallast plan for the 130 m PSV Nordhav."),
+            code(
+                "aft = 1284.6\nprint(f'Total ballast aft: {aft:,.1f} m3')",
+                1,
+                [stream("Total ballast aft: 1,284.6 m3\n")],
+            ),
+            v4.new_markdown_cell("## Forward tanks"),
+            code("fwd = 512.0\nfwd", 2, [result("512.0", 2)]),
+            code("check = fwd + aft", 3),
+        ],
+    )
+    write_nb(
+        root / "projects/2018/18-007/mooring.ipynb",
+        [
+            v4.new_markdown_cell("# Mooring loads\nCatenary pretension of the anchor lines."),
+            code("pretension_kN = 1200\npretension_kN", 1, [result("1200", 1)]),
+        ],
+    )
+    write_nb(
+        root / "projects/2016/16-021/old.ipynb",
+        [
+            v4.new_markdown_cell("# Drag coefficients\nSuperseded drag coefficient table for the hull."),
+            code("cd = 0.95", 1),
+        ],
+        metadata={"tags": ["deprecated"]},
+    )
+    (root / "scratch").mkdir(parents=True, exist_ok=True)
+    (root / "scratch/broken.ipynb").write_text('{"nbformat": 4, "cells": [', encoding="utf-8")
+    (root / ".ipynb_checkpoints").mkdir(exist_ok=True)
+    write_nb(root / ".ipynb_checkpoints/ballast-checkpoint.ipynb", [code("hidden = 1")])
+
+
+def settings_for(index: Path) -> Settings:
+    settings = Settings(index_dir=index)
+    settings.metadata.path_rules = [r"projects/(?P<year>\d{4})/(?P<project>\d{2}-\d{3})/"]
+    return settings
+
+
+def index_once(root: Path, index: Path, embedder: HashEmbedder):  # type: ignore[no-untyped-def]
+    settings = settings_for(index)
+    store = LanceStore(index / "lance", embedder.dim)
+    return run_index([root], settings, embedder, store), store, settings
+
+
+def search(
+    index: Path, store: LanceStore, embedder: HashEmbedder, query: str, filters: SearchFilters | None = None
+):  # type: ignore[no-untyped-def]
+    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    return retrieve(query, store, manifest, embedder.embed([query])[0], Settings().retrieve, filters)
+
+
+def consistent(index: Path, store: LanceStore) -> None:
+    """Every indexed notebook has exactly its chunks in the store, nothing else, nothing twice."""
+    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    expected = {c.sha256: c.n_chunks for c in manifest.contents("indexed") if c.n_chunks}
+    counts = store.notebook_shas()
+    assert {sha: n for sha, n in counts.items() if sha in expected} == expected
+    ids = store.table.search().select(["chunk_id"]).limit(None).to_arrow()["chunk_id"].to_pylist()
+    assert len(ids) == len(set(ids))
+
+
+def test_first_run_indexes_and_quarantines(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    report, store, _settings = index_once(root, index, hash_embedder)
+    assert report.notebooks_indexed == 3
+    assert report.quarantined == [("scratch/broken.ipynb", report.quarantined[0][1])]
+    assert "truncated JSON" in report.quarantined[0][1]
+    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    assert manifest.stats()["files"] == 4  # checkpoint folder skipped
+    assert [q.rel for q in manifest.contents("quarantined")] == ["scratch/broken.ipynb"]
+    consistent(index, store)
+
+
+def test_second_run_with_nothing_changed_does_nothing(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    index_once(root, index, hash_embedder)
+    calls = len(hash_embedder.calls)
+    report, store, _ = index_once(root, index, hash_embedder)
+    assert (report.hashed, report.notebooks_indexed, report.texts_embedded) == (0, 0, 0)
+    assert len(hash_embedder.calls) == calls
+    consistent(index, store)
+
+
+def test_touch_rehashes_but_does_not_rechunk(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    index_once(root, index, hash_embedder)
+    target = root / "projects/2018/18-007/mooring.ipynb"
+    os.utime(target, (time.time() + 5, time.time() + 5))
+    report, _store, _ = index_once(root, index, hash_embedder)
+    assert (report.hashed, report.notebooks_indexed) == (1, 0)
+
+
+def test_changed_notebook_only_it_is_rechunked_and_only_new_texts_embedded(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    index_once(root, index, hash_embedder)
+    write_nb(
+        root / "projects/2018/18-007/mooring.ipynb",
+        [
+            v4.new_markdown_cell("# Mooring loads\nCatenary pretension of the anchor lines."),
+            code("pretension_kN = 1200\npretension_kN", 1, [result("1200", 1)]),
+            code("fairlead_angle = 42.0", 2),
+        ],
+    )
+    report, store, _ = index_once(root, index, hash_embedder)
+    assert report.notebooks_indexed == 1 and report.notebooks_removed == 1
+    assert report.embed_cache_hits >= 1 and report.texts_embedded >= 1
+    hits = search(index, store, hash_embedder, "fairlead angle").hits(5)
+    assert hits and hits[0].notebook == "projects/2018/18-007/mooring.ipynb"
+    consistent(index, store)
+
+
+def test_rows_added_in_a_second_run_are_found_by_keyword(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    index_once(root, index, hash_embedder)
+    write_nb(
+        root / "projects/2019/19-113/piles.ipynb",
+        [
+            v4.new_markdown_cell("# Pile capacity\nSkin friction of the monopile in dense sand."),
+            code("qs = 87.5", 1),
+        ],
+    )
+    _report, store, _ = index_once(root, index, hash_embedder)
+    rows = store.keyword("monopile skin friction", 5, SearchFilters())
+    assert rows and rows[0]["notebook"] == "projects/2019/19-113/piles.ipynb"
+
+
+def test_deleted_notebook_disappears_from_results(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    index_once(root, index, hash_embedder)
+    (root / "projects/2018/18-007/mooring.ipynb").unlink()
+    report, store, _ = index_once(root, index, hash_embedder)
+    assert report.deleted_files == 1 and report.notebooks_removed == 1
+    notebooks = {h.notebook for h in search(index, store, hash_embedder, "catenary pretension").hits(20)}
+    assert "projects/2018/18-007/mooring.ipynb" not in notebooks
+    consistent(index, store)
+
+
+def test_identical_files_are_indexed_once_and_every_path_listed(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    src = root / "projects/2018/18-007/mooring.ipynb"
+    (root / "copies").mkdir()
+    (root / "copies/mooring copy.ipynb").write_bytes(src.read_bytes())
+    report, store, _ = index_once(root, index, hash_embedder)
+    assert report.notebooks_indexed == 3
+    result_ = search(index, store, hash_embedder, "catenary pretension anchor lines")
+    top = result_.notebooks[0]
+    assert sorted(top.paths) == ["copies/mooring copy.ipynb", "projects/2018/18-007/mooring.ipynb"]
+
+
+def test_quarantined_file_is_retried_when_its_content_changes(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    index_once(root, index, hash_embedder)
+    write_nb(
+        root / "scratch/broken.ipynb", [v4.new_markdown_cell("# Repaired\nNow a notebook about winches.")]
+    )
+    report, _store, _ = index_once(root, index, hash_embedder)
+    assert report.notebooks_indexed == 1 and not report.quarantined
+    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    assert manifest.contents("quarantined") == []
+
+
+def test_filters_and_deprecated(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    _report, store, _ = index_once(root, index, hash_embedder)
+    default = {h.notebook for h in search(index, store, hash_embedder, "drag coefficient hull").hits(20)}
+    assert "projects/2016/16-021/old.ipynb" not in default
+    included = search(
+        index, store, hash_embedder, "drag coefficient hull", SearchFilters(include_deprecated=True)
+    )
+    flagged = {h.notebook: h.deprecated for h in included.hits(20)}
+    assert flagged["projects/2016/16-021/old.ipynb"] is True
+    assert flagged["projects/2017/17-042/ballast.ipynb"] is False
+    only_2018 = search(
+        index, store, hash_embedder, "ballast pretension", SearchFilters(year_from=2018, year_to=2018)
+    )
+    assert {h.year for h in only_2018.hits(20)} == {2018}
+    project = search(index, store, hash_embedder, "ballast pretension", SearchFilters(project="17-042"))
+    assert {h.notebook for h in project.hits(20)} == {"projects/2017/17-042/ballast.ipynb"}
+
+
+def test_neighbourhood_has_heading_cell_and_next_cells(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    _report, store, _ = index_once(root, index, hash_embedder)
+    top = search(index, store, hash_embedder, "forward tanks fwd").notebooks[0]
+    assert top.notebook == "projects/2017/17-042/ballast.ipynb"
+    anchor = top.hits[0].cell
+    idx = [c.idx for c in top.neighbourhood]
+    assert anchor in idx and idx[0] < anchor or idx[0] == anchor
+    assert top.neighbourhood[0].cell_type == "markdown" or idx[0] == anchor
+
+
+def test_second_writer_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    with WriterLock(tmp_path), pytest.raises(IndexLocked, match="another nbrecall process"):
+        WriterLock(tmp_path).__enter__()
+    with WriterLock(tmp_path):
+        pass
+
+
+CRASH_SCRIPT = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    from pathlib import Path
+    from conftest import HashEmbedder
+    from nbrecall.config import Settings
+    from nbrecall.index.store import LanceStore
+    from nbrecall.ingest.pipeline import run_index
+
+    class Slow(HashEmbedder):
+        def embed(self, texts):
+            time.sleep(0.05)
+            return super().embed(texts)
+
+    emb = Slow()
+    index = Path({index!r})
+    run_index([Path({root!r})], Settings(index_dir=index), emb, LanceStore(index / "lance", emb.dim),
+              batch_notebooks=2)
+""")
+
+
+@pytest.mark.parametrize("delay", [0.6, 1.2, 2.0])
+def test_sigkill_mid_run_then_rerun_leaves_a_consistent_index(
+    tmp_path: Path, hash_embedder: HashEmbedder, delay: float
+) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    for i in range(40):
+        write_nb(
+            root / f"nb{i:02d}.ipynb",
+            [
+                v4.new_markdown_cell(f"# Study {i}\nHull {i} resistance."),
+                code(f"r{i} = {i} * 2.5", 1, [result(str(i * 2.5), 1)]),
+            ],
+        )
+    script = CRASH_SCRIPT.format(tests=str(Path(__file__).parent), index=str(index), root=str(root))
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    report, store, _ = index_once(root, index, hash_embedder)
+    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    assert manifest.stats()["notebooks"] == 40
+    consistent(index, store)
+    hits = search(index, store, hash_embedder, "Hull 17 resistance").hits(3)
+    assert hits[0].notebook == "nb17.ipynb"

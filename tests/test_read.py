@@ -1,0 +1,157 @@
+"""Reading notebooks: both source forms, v3 upgrade, stable ids, and quarantine reasons."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat import v4
+
+from nbrecall.notebook.read import NotebookUnreadable, read_notebook, read_notebook_bytes
+
+
+def _nb_bytes(nb: dict) -> bytes:
+    return json.dumps(nb).encode()
+
+
+def test_source_as_string_and_as_list_read_the_same() -> None:
+    nb = v4.new_notebook(cells=[v4.new_code_cell("x = 1\ny = 2\n"), v4.new_markdown_cell("# Title\ntext")])
+    as_list = json.loads(nbformat.writes(nb))
+    as_string = json.loads(nbformat.writes(nb))
+    for cell in as_string["cells"]:
+        cell["source"] = "".join(cell["source"])
+    assert isinstance(as_list["cells"][0]["source"], list)
+    a = read_notebook_bytes(_nb_bytes(as_string), "a.ipynb")
+    b = read_notebook_bytes(_nb_bytes(as_list), "b.ipynb")
+    assert [c.source for c in a.cells] == [c.source for c in b.cells] == ["x = 1\ny = 2\n", "# Title\ntext"]
+
+
+def test_v45_ids_kept_and_old_files_get_stable_synthetic_ids() -> None:
+    nb = v4.new_notebook(cells=[v4.new_code_cell("a = 1")])
+    nb.cells[0]["id"] = "d4e5f6"
+    assert read_notebook_bytes(nbformat.writes(nb).encode(), "x.ipynb").cells[0].id == "d4e5f6"
+
+    old = json.loads(nbformat.writes(nb))
+    old["nbformat_minor"] = 4
+    del old["cells"][0]["id"]
+    first = read_notebook_bytes(_nb_bytes(old), "x.ipynb").cells[0]
+    second = read_notebook_bytes(_nb_bytes(old), "x.ipynb").cells[0]
+    assert first.id == second.id and first.id_is_synthetic
+
+
+V3 = {
+    "nbformat": 3,
+    "nbformat_minor": 0,
+    "metadata": {"name": "old"},
+    "worksheets": [
+        {
+            "cells": [
+                {"cell_type": "heading", "level": 2, "source": ["Stability"], "metadata": {}},
+                {
+                    "cell_type": "code",
+                    "language": "python",
+                    "input": ["gm = 1.2\n", "gm"],
+                    "prompt_number": 3,
+                    "outputs": [
+                        {"output_type": "pyout", "prompt_number": 3, "text": ["1.2"], "metadata": {}}
+                    ],
+                    "collapsed": False,
+                    "metadata": {},
+                },
+                {
+                    "cell_type": "code",
+                    "language": "python",
+                    "input": "1/0",
+                    "prompt_number": 4,
+                    "outputs": [
+                        {
+                            "output_type": "pyerr",
+                            "ename": "ZeroDivisionError",
+                            "evalue": "division by zero",
+                            "traceback": ["tb"],
+                        }
+                    ],
+                    "collapsed": False,
+                    "metadata": {},
+                },
+            ]
+        },
+        {"cells": [{"cell_type": "markdown", "source": "second sheet", "metadata": {}}]},
+    ],
+}
+
+
+def test_v3_upgraded_worksheets_flattened_headings_and_outputs_renamed() -> None:
+    nb = read_notebook_bytes(_nb_bytes(V3), "old.ipynb")
+    assert nb.nbformat == 3
+    assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code", "markdown"]
+    assert nb.cells[0].source == "## Stability"
+    assert nb.cells[1].source == "gm = 1.2\ngm" and nb.cells[1].execution_count == 3
+    assert nb.cells[1].outputs[0].output_type == "execute_result"
+    assert nb.cells[1].outputs[0].data["text/plain"] == "1.2"
+    err = nb.cells[2].outputs[0]
+    assert (err.output_type, err.ename, err.evalue) == ("error", "ZeroDivisionError", "division by zero")
+    assert all(c.id_is_synthetic for c in nb.cells)
+
+
+def test_non_python_kernel_reads_fine() -> None:
+    nb = v4.new_notebook(
+        cells=[v4.new_code_cell("x <- c(1, 2)")],
+        metadata={
+            "kernelspec": {"name": "ir", "language": "R", "display_name": "R"},
+            "language_info": {"name": "R"},
+        },
+    )
+    parsed = read_notebook_bytes(nbformat.writes(nb).encode(), "r.ipynb")
+    assert parsed.language == "r" and parsed.kernel_name == "ir"
+
+
+def test_repairable_violation_is_repaired_and_noted() -> None:
+    nb = json.loads(nbformat.writes(v4.new_notebook(cells=[v4.new_markdown_cell("hi")])))
+    nb["cells"][0]["execution_count"] = 3
+    parsed = read_notebook_bytes(_nb_bytes(nb), "x.ipynb")
+    assert parsed.cells[0].source == "hi"
+    assert any("execution_count" in note for note in parsed.notes)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"", "empty file"),
+        (b'{"nbformat": 4, "nbformat_minor": 5, "cells": [', "truncated JSON"),
+        (b"{not json", "invalid JSON"),
+        (b'{"hello": "world"}', "not a notebook"),
+        (b"[1, 2, 3]", "not a notebook"),
+        (b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": 7}', "schema violation"),
+        (
+            b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code", "source": 5,'
+            b' "metadata": {}, "outputs": [], "execution_count": null, "id": "a"}]}',
+            "schema violation",
+        ),
+        (
+            b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code", "source": "",'
+            b' "metadata": {}, "outputs": "nope", "execution_count": null, "id": "a"}]}',
+            "schema violation",
+        ),
+        (
+            b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [], "x": "\xff\xfe"}',
+            "invalid UTF-8",
+        ),
+        (b'{"nbformat": 9, "cells": []}', "unsupported nbformat"),
+        (b"[" * 100000 + b"]" * 100000, "nested too deeply"),
+    ],
+)
+def test_malformed_input_is_quarantined_with_a_reason(data: bytes, reason: str) -> None:
+    with pytest.raises(NotebookUnreadable) as info:
+        read_notebook_bytes(data, "bad.ipynb")
+    assert reason in info.value.reason
+    assert info.value.sha256 and "\n" not in info.value.reason
+    assert info.value.quarantined().path == "bad.ipynb"
+
+
+def test_unreadable_file_reports_reason(tmp_path: Path) -> None:
+    with pytest.raises(NotebookUnreadable) as info:
+        read_notebook(tmp_path / "missing.ipynb")
+    assert "cannot read file" in info.value.reason
