@@ -80,3 +80,9 @@ def error(ename: str, evalue: str) -> nbformat.NotebookNode:
         evalue=evalue,
         traceback=["-" * 20, f"\x1b[0;31m{ename}\x1b[0m  Traceback", "----> 3 boom()", f"{ename}: {evalue}"],
     )
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for the ONNX model built from the bundled weights, shared by every test of the session."""
+    return tmp_path_factory.mktemp("model-cache")

@@ -70,6 +70,27 @@ class RetrieveSettings:
     alpha: float = 0.5  # keyword weight in "convex"
     rrf_k: int = 60
     phrase_weight: float = 0.3  # bonus for the share of the query's word pairs found adjacent in a chunk
+    intent_boost: float = 0.15  # favour chunk kinds the query asks for ("plot of" → figure, "…Error:" → error)
+
+
+@dataclass
+class AnswerSettings:
+    """The answer stage (DESIGN §7): an optional OpenAI-compatible chat endpoint and the context budget.
+
+    Without `base_url` and `model` answers are extractive (no LLM). The API key never lives in the config file:
+    it comes from $NBRECALL_LLM_API_KEY or from the encrypted store written by `nbrecall key set`.
+    """
+
+    base_url: str | None = None  # e.g. http://localhost:11434/v1 (Ollama), http://host:8000/v1 (vLLM)
+    model: str | None = None
+    connect_timeout: float = 5.0  # seconds to open a connection
+    timeout: float = 60.0  # seconds to wait for the next piece of the stream
+    retries: int = 2  # extra attempts on connection errors, 429 and 5xx before the first token
+    backoff: float = 0.5  # seconds before the first retry, doubled each time
+    context_tokens: int = 3000  # cl100k tokens of notebook context sent with the question
+    max_tokens: int = 800  # longest answer asked of the model
+    temperature: float = 0.1
+    secrets_file: str | None = None  # encrypted API keys; default <index>/secrets.json
 
 
 @dataclass
@@ -82,6 +103,7 @@ class Settings:
     chunk: ChunkSettings = field(default_factory=ChunkSettings)
     embed: EmbedConfig = field(default_factory=EmbedConfig)
     retrieve: RetrieveSettings = field(default_factory=RetrieveSettings)
+    answer: AnswerSettings = field(default_factory=AnswerSettings)
     config_path: Path | None = None
 
 
@@ -138,4 +160,8 @@ def load_settings(config: str | Path | None = None, env: dict[str, str] | None =
         settings.embed.cache_dir = env["NBRECALL_MODEL_CACHE"]
     if env.get("NBRECALL_EMBED_MODEL"):
         settings.embed.model = env["NBRECALL_EMBED_MODEL"]
+    if env.get("NBRECALL_LLM_BASE_URL"):
+        settings.answer.base_url = env["NBRECALL_LLM_BASE_URL"]
+    if env.get("NBRECALL_LLM_MODEL"):
+        settings.answer.model = env["NBRECALL_LLM_MODEL"]
     return settings

@@ -471,7 +471,8 @@ class OnnxMiniLM:
         if not 2 < max_tokens <= cfg.max_position_embeddings:
             raise ValueError(f"max_tokens must be in 3..{cfg.max_position_embeddings}, got {max_tokens}")
         self.model_id = model_id
-        self.dim = cfg.hidden_size
+        # Known up front when we build the graph; a shipped model.onnx may project to another size.
+        self._dim: int | None = None if onnx_path is not None else cfg.hidden_size
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         self.threads = threads if threads > 0 else _usable_cores()
@@ -669,6 +670,15 @@ class OnnxMiniLM:
         """Build/load the ONNX session now rather than at the first ``embed``."""
         self._get_session()
 
+    @property
+    def dim(self) -> int:
+        """Vector size; for a shipped model.onnx read from its output (or one probe) on first access."""
+        if self._dim is None:
+            session = self._get_session()
+            last = session.get_outputs()[0].shape[-1]
+            self._dim = last if isinstance(last, int) else int(self.embed(["dimension probe"]).shape[1])
+        return self._dim
+
     # embedding
 
     def count_tokens(self, texts: list[str]) -> list[int]:
@@ -680,10 +690,10 @@ class OnnxMiniLM:
     def embed(self, texts: list[str]) -> np.ndarray:
         """Length-sorted batches padded to their own longest text, so short texts don't pay for long ones."""
         _reject_empty(texts)
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return out
+            return np.empty((0, self.dim), dtype=np.float32)
         session = self._get_session()
+        out: np.ndarray | None = None
         encodings = self._tokenizer.encode_batch(list(texts))
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(lengths, kind="stable")
@@ -696,7 +706,11 @@ class OnnxMiniLM:
                 enc = encodings[j]
                 ids[row, : len(enc.ids)] = enc.ids
                 mask[row, : len(enc.ids)] = 1
-            out[idx] = self._run(session, ids, mask)
+            vectors = self._run(session, ids, mask)
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[idx] = vectors
+        assert out is not None
         return out
 
     def _run(self, session: ort.InferenceSession, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -711,8 +725,7 @@ class OnnxMiniLM:
             else:
                 m = mask[:, :, None].astype(np.float32)
                 result = (result * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
-        if result.shape[1] != self.dim:
-            self.dim = int(result.shape[1])  # e.g. a projection head in a shipped model.onnx
+        self._dim = self._dim or int(result.shape[1])
         return _l2_normalise(result.astype(np.float32, copy=False))
 
     def __repr__(self) -> str:

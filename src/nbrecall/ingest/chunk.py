@@ -237,6 +237,12 @@ def _last_expression(source: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
+def _comment_text(source: str, limit: int = 200) -> str:
+    """The code's own comments, a fallback caption for a figure drawn without a title."""
+    lines = [ln.strip().lstrip("#").strip() for ln in source.splitlines() if ln.strip().startswith("#")]
+    return " ".join(ln for ln in lines if ln)[:limit]
+
+
 def _typed_chunks(
     nb: Notebook, header: str, groups: list[_Group], rendered: dict[int, list[RenderedOutput]]
 ) -> list[Chunk]:
@@ -255,16 +261,18 @@ def _typed_chunks(
         head = f"{header}\n{heading}".rstrip()
         ref = ([cell.index], [cell.id])
         for item in rendered.get(cell.index, []):
+            context = prose_by_cell.get(cell.index, "")[:400]
             if item.kind == "table" and item.table is not None:
                 expr = _last_expression(cell.source)
-                text = f"{head}\n\ntable from `{expr}`: columns {', '.join(item.table.columns)}\n{item.text}"
+                columns = ", ".join(item.table.columns)
+                text = f"{head}\n\ntable from `{expr}`: columns {columns}\n{item.text}\n\n{context}"
                 chunks.append(Chunk("table", *ref, cell.index, heading, text, text))
             elif item.kind == "error":
                 text = f"{head}\n\n{item.text}\n\ncode:\n{cell.source.strip()}"
                 chunks.append(Chunk("error", *ref, cell.index, heading, text, f"{head}\n\n{item.text}"))
             elif item.kind == "figure" and item.figure is not None:
-                caption = item.figure.caption or ""
-                text = f"{head}\n\nfigure: {caption}\n{cell.source.strip()}"
+                caption = item.figure.caption or _comment_text(cell.source)
+                text = f"{head}\n\nfigure: {caption}\n{context}\n\ncode:\n{cell.source.strip()}"
                 chunks.append(Chunk("figure", *ref, cell.index, heading, text, text))
             elif item.kind in ("text", "stream") and item.name != "stderr":
                 value = item.text.strip()
@@ -276,7 +284,6 @@ def _typed_chunks(
                 ):
                     expr = _last_expression(cell.source) if item.kind == "text" else ""
                     shown = f"{expr} = {value}" if expr and "=" not in expr.split("(")[0] else value
-                    context = prose_by_cell.get(cell.index, "")[:400]
                     text = f"{head}\n\n{shown}\n\n{context}\n\ncode:\n{cell.source.strip()}"
                     chunks.append(
                         Chunk("scalar", *ref, cell.index, heading, text, f"{head}\n\n{shown}\n{context}")

@@ -1,0 +1,95 @@
+"""End to end through the CLI with the real bundled model: index the sample archive, search, status, eval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nbrecall.cli import app
+
+SAMPLES = Path(__file__).parents[1] / "samples"
+CONTRACT_KEYS = {"notebook": str, "root": str, "cell": int, "cells": list, "cell_id": str, "kind": str,
+                 "score": float, "heading": str, "snippet": str}
+
+
+@pytest.fixture(scope="module")
+def sample_index(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Path:
+    index = tmp_path_factory.mktemp("idx")
+    result = CliRunner().invoke(app, ["index", str(SAMPLES / "archive"), "--index", str(index),
+                                      "--config", str(SAMPLES / "nbrecall.toml")],
+                                env={"NBRECALL_MODEL_CACHE": str(model_cache)})
+    assert result.exit_code == 0, result.output
+    return index
+
+
+def run(args: list[str], model_cache: Path, stdin: str | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, args, input=stdin, env={"NBRECALL_MODEL_CACHE": str(model_cache)})
+
+
+def check_contract(obj: dict) -> None:
+    assert set(obj) == {"query", "results"}
+    for item in obj["results"]:
+        for key, kind in CONTRACT_KEYS.items():
+            assert isinstance(item[key], kind), (key, item[key])
+        assert item["cell"] in item["cells"] and item["cells"][0] == item["cell"]
+        assert item["kind"] in {"code", "text", "table", "scalar", "error", "figure"}
+        assert not Path(item["notebook"]).is_absolute()
+
+
+def test_search_json_contract_finds_the_value_cell(sample_index: Path, model_cache: Path) -> None:
+    result = run(["search", "--json", "what ballast volume did we use aft for the 130 m PSV", "--index",
+                  str(sample_index), "--config", str(SAMPLES / "nbrecall.toml")], model_cache)
+    assert result.exit_code == 0, result.output
+    obj = json.loads(result.stdout)
+    check_contract(obj)
+    top = obj["results"][0]
+    assert top["notebook"] == "projects/2017/17-042/ballast_distribution.ipynb"
+    assert top["year"] == 2017 and top["project"] == "17-042"
+    flattened = [c for r in obj["results"][:3] for c in r["cells"]]
+    assert 8 in flattened  # the cell that prints "Total ballast aft: 1,284.6 m3"
+
+
+def test_search_stdin_json_lines(sample_index: Path, model_cache: Path) -> None:
+    queries = "KeyError pile_diameter\nfree surface effect\n"
+    result = run(["search", "--json", "-", "--index", str(sample_index)], model_cache, stdin=queries)
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [o["query"] for o in lines] == ["KeyError pile_diameter", "free surface effect"]
+    for obj in lines:
+        check_contract(obj)
+    assert lines[0]["results"][0]["kind"] == "error"
+    assert lines[0]["results"][0]["notebook"] == "projects/2019/19-113/pile_capacity.ipynb"
+
+
+def test_filters_on_the_command_line(sample_index: Path, model_cache: Path) -> None:
+    base = ["search", "--json", "drag coefficient", "--index", str(sample_index)]
+    default = json.loads(run(base, model_cache).stdout)
+    assert all(not r["deprecated"] for r in default["results"])
+    included = json.loads(run([*base, "--include-deprecated"], model_cache).stdout)
+    assert any(r["deprecated"] for r in included["results"])
+    years = json.loads(run([*base, "--year", "2017..2018"], model_cache).stdout)
+    assert years["results"] and all(2017 <= r["year"] <= 2018 for r in years["results"])
+
+
+def test_status_lists_quarantined_file_with_reason(sample_index: Path, model_cache: Path) -> None:
+    result = run(["status", "--index", str(sample_index)], model_cache)
+    assert result.exit_code == 0
+    assert "scratch/broken.ipynb" in result.stdout and "truncated JSON" in result.stdout
+
+
+def test_eval_command_reports_metrics(sample_index: Path, model_cache: Path, tmp_path: Path) -> None:
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"id": "s1", "query": "KeyError pile_diameter", "kind": "error",
+                                   "notebook": "projects/2019/19-113/pile_capacity.ipynb", "cells": [10]}) + "\n")
+    result = run(["eval", str(queries), "--root", str(SAMPLES / "archive"), "--index", str(sample_index)],
+                 model_cache)
+    assert result.exit_code == 0, result.output
+    assert "nbrecall" in result.stdout and "1.000" in result.stdout
+
+
+def test_search_without_index_says_what_to_do(tmp_path: Path, model_cache: Path) -> None:
+    result = run(["search", "x", "--index", str(tmp_path / "none")], model_cache)
+    assert result.exit_code == 2 and "nbrecall index" in result.output
