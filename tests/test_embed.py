@@ -394,3 +394,19 @@ def test_openai_via_load_embedder(fake_server: FakeEmbeddings, tmp_path: Path) -
     assert emb.dim == 4  # probed once
     assert emb.count_tokens(["hello world"]) == [4]  # estimated with the bundled MiniLM tokenizer
     assert fake_server.headers[0].get("Authorization") is None
+
+
+def test_onnx_folder_with_shipped_model_onnx(tmp_path: Path, minilm: OnnxMiniLM) -> None:
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    src = bundled_minilm_dir()
+    for rel in ("tokenizer.json", "config.json"):
+        shutil.copy(src / rel, folder / rel)
+    assert minilm.cached_onnx_path is not None
+    (folder / "model.onnx").symlink_to(minilm.cached_onnx_path)
+    files = ("tokenizer.json", "config.json", "model.onnx")
+    (folder / "SHA256SUMS").write_text("".join(f"{sha256_file(folder / f)}  {f}\n" for f in files))
+    emb = load_embedder(EmbedSettings(kind="onnx-folder", path=str(folder)), tmp_path / "cache")
+    assert isinstance(emb, OnnxMiniLM) and emb.cached_onnx_path is None  # nothing to build or cache
+    assert emb.model_id.startswith("shipped@") and emb.dim == 384
+    assert np.all(np.sum(emb.embed(TEXTS[:2]) * minilm.embed(TEXTS[:2]), axis=1) > 0.99999)

@@ -416,6 +416,155 @@ def eval_command(
                 )
 
 
+@app.command()
+def serve(
+    index_dir: IndexOpt = None,
+    host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback needs a token.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
+    token: Annotated[
+        str | None,
+        typer.Option("--token", envvar="NBRECALL_TOKEN", help="Require this token (Bearer header or cookie)."),
+    ] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Serve the search page, the notebook viewer and the HTTP API (uvicorn)."""
+    from nbrecall.web.security import bind_refusal
+
+    refusal = bind_refusal(host, token)
+    if refusal:
+        err.print(f"[red]error:[/red] {refusal}")
+        raise typer.Exit(2)
+    settings = _settings(config, index_dir)
+    from nbrecall.service import IndexMissing
+    from nbrecall.web.app import create_app
+
+    try:
+        web = create_app(settings, token=token)
+    except IndexMissing as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    import uvicorn
+
+    shown = f"[{host}]" if ":" in host else host
+    err.print(f"nbrecall serving {settings.index_dir} on http://{shown}:{port}/")
+    if token:
+        err.print(f"open http://{shown}:{port}/?token=<your token> once to sign in this browser")
+    uvicorn.run(web, host=host, port=port, log_level="info", server_header=False, proxy_headers=False)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question, in your own words.")],
+    index_dir: IndexOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object.")] = False,
+    extractive: Annotated[
+        bool, typer.Option("--extractive", help="Do not ask the LLM even if one is configured.")
+    ] = False,
+    year: YearOpt = None,
+    project: ProjectOpt = None,
+    author: AuthorOpt = None,
+    tag: TagOpt = None,
+    include_deprecated: DeprecatedOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Answer a question from the notebooks, citing cells: streamed from the LLM if one is configured
+    (answer.base_url / NBRECALL_LLM_BASE_URL), else the best matching value, row or sentence."""
+    import json
+
+    from nbrecall.answer.answer import stream_answer
+
+    settings = _settings(config, index_dir)
+    if extractive:
+        settings.answer.base_url = None
+    archive = _open_archive(settings)
+    filters = _filters(year, project, author, tag, include_deprecated)
+    final = None
+    streamed = False
+    for event in stream_answer(question, archive, settings, filters):
+        if event.type == "done":
+            final = event.answer
+        elif as_json:
+            continue
+        elif event.type == "notice":
+            if streamed:
+                sys.stdout.write("\n")
+            err.print(f"[yellow]note:[/yellow] {event.text}", highlight=False)
+        elif event.type == "token":
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+            streamed = True
+    if final is None:
+        raise typer.Exit(1)
+    if as_json:
+        from nbrecall.answer.types import AnswerEvent
+
+        sys.stdout.write(json.dumps(AnswerEvent("done", answer=final).as_dict()["answer"], ensure_ascii=False) + "\n")
+        return
+    sys.stdout.write("\n")
+    if final.citations:
+        sys.stdout.write("\nCited cells:\n")
+        for c in final.citations:
+            sys.stdout.write(f"  {c.label()}  id:{c.cell_id}\n")
+    sys.stdout.write(f"\n({final.mode} answer)\n")
+    sys.stdout.flush()
+
+
+@app.command()
+def mcp(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
+    """Run a Model Context Protocol server over stdio: tools `search`, `ask` and `get_cell` on this index."""
+    from nbrecall.answer.mcp_server import serve_stdio
+
+    settings = _settings(config, index_dir)
+    archive = _open_archive(settings)
+    serve_stdio(archive, settings)
+
+
+key_app = typer.Typer(no_args_is_help=True, help="API keys for the LLM endpoint, stored encrypted (Fernet).")
+app.add_typer(key_app, name="key")
+
+
+@key_app.command("set")
+def key_set(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
+    """Store the LLM API key, encrypted: read from stdin when piped, else from a hidden prompt (never argv).
+
+    Needs NBRECALL_SECRET_KEY_FILE (a file holding a Fernet key) or NBRECALL_SECRET_KEY.
+    """
+    from nbrecall.answer.keys import KeyStoreError, load_fernet, store_api_key
+
+    settings = _settings(config, index_dir)
+    try:
+        load_fernet()  # refuse before asking for the key
+    except KeyStoreError as exc:
+        err.print(f"[red]refused:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if sys.stdin.isatty():
+        api_key = typer.prompt("API key", hide_input=True, confirmation_prompt=False)
+    else:
+        api_key = sys.stdin.readline().strip()
+    try:
+        path = store_api_key(settings, api_key)
+    except KeyStoreError as exc:
+        err.print(f"[red]refused:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    err.print(f"API key stored, encrypted, in {path} (NBRECALL_LLM_API_KEY, when set, still wins)")
+
+
+@key_app.command("clear")
+def key_clear(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
+    """Forget the stored LLM API key."""
+    from nbrecall.answer.keys import KeyStoreError, clear_api_key, secrets_path
+
+    settings = _settings(config, index_dir)
+    try:
+        removed = clear_api_key(settings)
+    except KeyStoreError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    err.print("stored API key removed" if removed else f"no API key stored in {secrets_path(settings)}")
+
+
 def main() -> None:
     app()
 

@@ -43,15 +43,15 @@ def render_report(nb: Notebook, converted: ConvertedNotebook, figures: FidelityF
     lines = [
         f"# Fidelity report: {nb.path}",
         "",
-        f"Converted to `{name}.md` with dependency map `{name}.deps.svg` and {figures.figures} extracted "
-        f"figure file(s) in `{name}_files/`.",
+        f"Converted to `{name}.md` with dependency map `{name}.deps.svg`"
+        + (f" and {figures.figures} extracted figure file(s) in `{name}_files/`." if figures.figures else "; no figures."),
         "",
         "## Counts and sizes",
         "",
         "| what | before (.ipynb) | after (.md) |",
         "|---|---:|---:|",
         f"| bytes | {figures.bytes_before:,} | {figures.bytes_after:,} |",
-        f"| tokens ({TOKENIZER_NAME}) | {figures.tokens_before:,} | {figures.tokens_after:,} ({ratio:.0%}) |",
+        f"| tokens, {TOKENIZER_NAME} | {figures.tokens_before:,} | {figures.tokens_after:,} ({ratio:.0%}) |",
         f"| cells | {len(nb.cells)} | {len(converted.cells)} |",
         "",
         "Cells by type: " + ", ".join(f"{n} {t}" for t, n in sorted(kinds.items())) + ".",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-TOKENIZER_NAME = "cl100k_base (quicktok)"
+TOKENIZER_NAME = "cl100k_base via quicktok"
 
 
 @lru_cache(maxsize=1)

@@ -71,9 +71,19 @@ class EmbeddingServiceError(RuntimeError):
 class Embedder(Protocol):
     """What the indexer needs from any embedding model."""
 
-    model_id: str  # stable id used as the embedding-cache key
-    dim: int
-    max_tokens: int
+    # Read-only properties, so plain class attributes and lazily-probed values both satisfy the protocol.
+    @property
+    def model_id(self) -> str:
+        """Stable id used as the embedding-cache key, e.g. "all-MiniLM-L6-v2@53aa51172d14"."""
+        ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int:
+        """Longest input in word pieces; longer texts are truncated by ``embed``."""
+        ...
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Word pieces per text, special tokens included, untruncated (for chunk budgets)."""

@@ -18,6 +18,7 @@ import base64
 import binascii
 import json
 import re
+import warnings
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
@@ -323,7 +324,9 @@ def _parse_code(code: str) -> ast.Module | None:
     lines = ["" if ln.lstrip().startswith(("%", "!")) else ln for ln in code.split("\n")]
     for _ in range(4):
         try:
-            return ast.parse("\n".join(lines))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # invalid escapes in old code must not cost the caption
+                return ast.parse("\n".join(lines))
         except SyntaxError as exc:
             bad = (exc.lineno or 0) - 1
             if not 0 <= bad < len(lines) or not lines[bad].strip():
@@ -617,7 +620,7 @@ def _render_display(output: Output, caption: str | None, limits: OutputLimits,
     if isinstance(html, str) and html.strip():
         summary = dataframe_html_to_summary(html, limits.table_rows)
         if summary is not None:
-            text = f"{summary.markdown}\n{summary.shape_line()}\n{summary.summary}"
+            text = f"{summary.markdown}\n\n{summary.shape_line()}\n{summary.summary}"
             return RenderedOutput("table", text, original, summary.truncated, table=summary, mime="text/html")
 
     image = next((m for m in _IMAGE_MIMES if m in data), None)

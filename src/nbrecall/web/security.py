@@ -310,18 +310,23 @@ def sanitize_svg(svg: str) -> str | None:
                 parent.remove(element)
             continue
         for attr in list(element.attrib):
-            name = lxml.etree.QName(attr)
-            local = name.localname.lower()
-            value = element.attrib[attr].strip()
-            if local.startswith("on"):
-                del element.attrib[attr]
-            elif local == "href" and not (value.startswith("#") or _DATA_IMAGE.match(value)):
-                del element.attrib[attr]
-            elif name.namespace not in (None, _XLINK_NS, "http://www.w3.org/XML/1998/namespace"):
-                del element.attrib[attr]
-            elif "url(" in value.lower() and not re.fullmatch(r"url\(\s*#[\w.-]+\s*\)", value, re.I):
+            if _unsafe_svg_attribute(attr, element.attrib[attr].strip()):
                 del element.attrib[attr]
     return lxml.etree.tostring(root, encoding="unicode")
+
+
+def _unsafe_svg_attribute(attr: str, value: str) -> bool:
+    """Event handlers, links out of the document, foreign-namespace attributes and `url(…)` beyond `#id`."""
+    name = lxml.etree.QName(attr)
+    local = name.localname.lower()
+    if local.startswith("on"):
+        return True
+    if local == "href":
+        return not (value.startswith("#") or _DATA_IMAGE.match(value))
+    if name.namespace not in (None, _XLINK_NS, "http://www.w3.org/XML/1998/namespace"):
+        return True
+    targets = re.findall(r"url\s*\(\s*['\"]?\s*([^)'\"\s]*)", value, re.I)
+    return any(not t.startswith("#") for t in targets) or "\\" in value  # no CSS escapes
 
 
 def data_uri(mime: str, payload: bytes) -> str:

@@ -1,0 +1,150 @@
+"""Answer a question from the archive (DESIGN §7): search, then an LLM answer over the context or an extractive one.
+
+`stream_answer` yields `AnswerEvent`s: `notice` (why the answer is what it is: fallback, dropped citations),
+`token` (pieces of text as they come), `citation` (each cited cell, after the text) and finally `done` with the
+complete `Answer`. The CLI, the HTTP API (`/api/ask`, as server-sent events) and the MCP server all use it.
+
+With `answer.base_url` and `answer.model` set, the model answers from the context and must cite cells; any
+failure (no key, connection refused, time-out, 5xx after retries, a broken stream) gives the extractive answer
+with a notice saying why. If the stream broke after tokens were sent, the notice says so and the extractive
+answer follows; the `done` event always carries the answer to keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from nbrecall.answer.context import Context, build_context
+from nbrecall.answer.extractive import extractive_answer
+from nbrecall.answer.keys import KeyStoreError, resolve_api_key
+from nbrecall.answer.llm import SYSTEM_PROMPT, LLMClient, LLMError, ThinkFilter, parse_citations, user_message
+from nbrecall.answer.types import Answer, AnswerEvent
+from nbrecall.config import Settings
+from nbrecall.index.store import SearchFilters
+from nbrecall.ingest.manifest import CellRecord
+from nbrecall.search.retrieve import SearchResult
+
+if TYPE_CHECKING:
+    from nbrecall.service import Archive
+
+
+def llm_configured(settings: Settings) -> bool:
+    return bool(settings.answer.base_url and settings.answer.model)
+
+
+def answer(question: str, archive: Archive, settings: Settings, filters: SearchFilters | None = None) -> Answer:
+    """The complete answer (the `done` event of `stream_answer`)."""
+    final: Answer | None = None
+    for event in stream_answer(question, archive, settings, filters):
+        if event.type == "done":
+            final = event.answer
+    assert final is not None
+    return final
+
+
+def stream_answer(
+    question: str, archive: Archive, settings: Settings, filters: SearchFilters | None = None
+) -> Iterator[AnswerEvent]:
+    """Search, then stream the answer: notices, tokens, citations, and `done` with the `Answer`."""
+    question = " ".join(question.split())
+    if not question:
+        yield from _events(Answer(question, "Ask a question about the notebooks.", [], "extractive", "empty question"))
+        return
+    result = archive.search(question, filters)
+    if not llm_configured(settings):
+        yield from _events(extractive_answer(question, result, archive.manifest))
+        return
+    if not result.notebooks:
+        found = extractive_answer(question, result, archive.manifest)
+        found.notice = "no matching notebook: the LLM was not asked"
+        yield from _events(found)
+        return
+    yield from _llm_events(question, result, archive, settings)
+
+
+def _extra_cells(result: SearchResult, archive: Archive, max_notebooks: int) -> dict[str, list[CellRecord]]:
+    """The other matching cells of the top notebooks (after their neighbourhoods), for leftover budget."""
+    extra: dict[str, list[CellRecord]] = {}
+    for nb in result.notebooks[:max_notebooks]:
+        wanted = [h.cell for h in nb.hits[1:]]
+        if not wanted:
+            continue
+        cells = {c.idx: c for c in archive.manifest.cells(nb.nb_sha)}
+        extra[nb.nb_sha] = [cells[i] for i in wanted if i in cells]
+    return extra
+
+
+def llm_context(result: SearchResult, archive: Archive, settings: Settings) -> Context:
+    top = max(1, settings.retrieve.top_notebooks)
+    return build_context(
+        result, settings.answer.context_tokens, max_notebooks=top, extra=_extra_cells(result, archive, top)
+    )
+
+
+def _fallback(question: str, result: SearchResult, archive: Archive, notice: str) -> Answer:
+    found = extractive_answer(question, result, archive.manifest)
+    found.notice = notice if not found.notice else f"{notice} ({found.notice})"
+    return found
+
+
+def _llm_events(question: str, result: SearchResult, archive: Archive, settings: Settings) -> Iterator[AnswerEvent]:
+    try:
+        client = LLMClient.from_settings(settings.answer, resolve_api_key(settings))
+    except (KeyStoreError, LLMError) as exc:
+        yield from _events(_fallback(question, result, archive, f"LLM not used: {exc}; extractive answer shown"))
+        return
+    context = llm_context(result, archive, settings)
+    messages = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": user_message(question, context)},
+    ]
+    think = ThinkFilter()
+    parts: list[str] = []
+    try:
+        for piece in client.stream_chat(messages):
+            text = think.feed(piece)
+            if text:
+                parts.append(text)
+                yield AnswerEvent("token", text=text)
+        tail = think.flush()
+        if tail:
+            parts.append(tail)
+            yield AnswerEvent("token", text=tail)
+    except LLMError as exc:
+        retried = f" after {client.attempts} attempts" if client.attempts > 1 else ""
+        if parts:
+            notice = f"LLM stream broke off ({exc}); the partial answer is replaced by the extractive answer"
+        else:
+            notice = f"LLM endpoint failed{retried} ({exc}); extractive answer shown"
+        yield from _events(_fallback(question, result, archive, notice))
+        return
+    text = "".join(parts).strip()
+    if not text:
+        yield from _events(_fallback(question, result, archive, "LLM returned an empty answer; extractive answer shown"))
+        return
+    citations, invented = parse_citations(text, context)
+    notice = None
+    if invented:
+        shown = ", ".join(invented[:5]) + (" …" if len(invented) > 5 else "")
+        notice = f"dropped {len(invented)} citation(s) to cells that were not in the context: {shown}"
+    elif not citations:
+        notice = "the answer cites no cell of the context: check it against the notebooks searched"
+    final = Answer(question, text, citations, "llm", notice)
+    if notice:
+        yield AnswerEvent("notice", text=notice)
+    for citation in citations:
+        yield AnswerEvent("citation", citation=citation)
+    yield AnswerEvent("done", answer=final)
+
+
+def _events(found: Answer) -> Iterator[AnswerEvent]:
+    """An already complete answer as events: notice, its text line by line, citations, done."""
+    if found.notice:
+        yield AnswerEvent("notice", text=found.notice)
+    lines = found.text.splitlines(keepends=True)
+    for line in lines:
+        yield AnswerEvent("token", text=line)
+    for citation in found.citations:
+        yield AnswerEvent("citation", citation=citation)
+    yield AnswerEvent("done", answer=found)

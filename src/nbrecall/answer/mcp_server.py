@@ -1,0 +1,167 @@
+"""A Model Context Protocol server over stdio (`nbrecall mcp`): the archive as tools for an AI assistant.
+
+Tools:
+- `search(query, k, year, project, author, tag, include_deprecated)`: results in the JSON contract of
+  `nbrecall search --json` (notebook, cell, cell id, kind, heading, snippet, …), best first.
+- `ask(question, …filters)`: the answer text with its cited cells (LLM if configured, else extractive).
+- `get_cell(notebook, cell)`: one cell of an indexed notebook (by its path in the index or its content sha):
+  source, outputs (as indexed), cell id, type, execution count and the heading above it. Only notebooks in the
+  index can be read: the path is looked up in the manifest, never opened on disk.
+
+Built on the official SDK (`mcp`, 2.x: `MCPServer`); stdout belongs to the protocol, logs go to stderr.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from nbrecall.answer.answer import answer as answer_question
+from nbrecall.answer.extractive import _headings
+from nbrecall.config import Settings
+from nbrecall.index.store import SearchFilters
+from nbrecall.service import Archive
+
+INSTRUCTIONS = (
+    "nbrecall searches an archive of Jupyter notebooks. Use `search` to find the cells about a topic, a value "
+    "or an error; `get_cell` to read a cell's full source and outputs; `ask` for a cited answer. Cite cells as "
+    "[notebook › Cell n]."
+)
+
+
+class ToolInputError(ToolError):
+    """A tool argument that cannot be used; the message (which says which and why) reaches the client."""
+
+
+def parse_filters(
+    year: str | None = None,
+    project: str | None = None,
+    author: str | None = None,
+    tag: str | None = None,
+    include_deprecated: bool = False,
+) -> SearchFilters:
+    """Filters as the CLI takes them; `year` is `2017` or a range `2015..2019` (either end open)."""
+    year_from = year_to = None
+    if year:
+        low, sep, high = str(year).partition("..")
+        try:
+            year_from = int(low) if low.strip() else None
+            year_to = int(high) if high.strip() else (year_from if not sep else None)
+        except ValueError as exc:
+            raise ToolInputError(f"year takes YYYY or YYYY..YYYY, not {year!r}") from exc
+    return SearchFilters(
+        year_from=year_from,
+        year_to=year_to,
+        project=project or None,
+        author=author or None,
+        tag=tag or None,
+        include_deprecated=bool(include_deprecated),
+    )
+
+
+def _resolve_notebook(archive: Archive, notebook: str) -> str:
+    """The content sha of an indexed notebook named by its path in the index or by its sha (or a sha prefix)."""
+    name = notebook.strip().replace("\\", "/")
+    if not name:
+        raise ToolInputError("notebook is empty: give a notebook path from the search results, or its sha")
+    indexed = archive.manifest.indexed_shas()
+    sha = archive.manifest.find_by_path(name)
+    if sha is None and name.startswith("./"):
+        sha = archive.manifest.find_by_path(name[2:])
+    if sha is not None and sha in indexed:
+        return sha
+    lowered = name.lower()
+    if len(lowered) >= 8 and all(c in "0123456789abcdef" for c in lowered):
+        matches = [s for s in indexed if s.startswith(lowered)]
+        if len(matches) == 1:
+            return matches[0]
+    raise ToolInputError(f"{notebook!r} is not a notebook in this index (use a path from the search results)")
+
+
+def get_cell_data(archive: Archive, notebook: str, cell: int) -> dict[str, Any]:
+    sha = _resolve_notebook(archive, notebook)
+    records = archive.manifest.cells(sha)
+    by_index = {c.idx: c for c in records}
+    if cell not in by_index:
+        last = max(by_index) if by_index else -1
+        raise ToolInputError(f"{notebook!r} has no cell {cell} (cells 0..{last})")
+    record = by_index[cell]
+    paths = [rel for _root, rel in archive.manifest.paths_of(sha)]
+    return {
+        "notebook": paths[0] if paths else notebook,
+        "paths": paths,
+        "nb_sha": sha,
+        "cell": record.idx,
+        "cell_id": record.cell_id,
+        "cell_type": record.cell_type,
+        "execution_count": record.execution_count,
+        "heading": _headings(records).get(cell, ""),
+        "source": record.source,
+        "outputs": record.outputs,
+        "n_cells": len(records),
+        "citation": f"[{paths[0] if paths else notebook} › Cell {record.idx}]",
+    }
+
+
+def build_server(archive: Archive, settings: Settings) -> MCPServer:
+    """The MCP server with its three tools bound to `archive`."""
+    server = MCPServer("nbrecall", instructions=INSTRUCTIONS)
+
+    @server.tool()
+    def search(
+        query: str,
+        k: int = 10,
+        year: str | None = None,
+        project: str | None = None,
+        author: str | None = None,
+        tag: str | None = None,
+        include_deprecated: bool = False,
+    ) -> dict[str, Any]:
+        """Search the notebook archive. Returns up to k results (best first), each naming the notebook, the cell
+        index and id, the kind of chunk (code, text, table, figure, error…), the heading path and a snippet.
+        Filters: year ("2017" or "2015..2019"), project code, author (substring), tag, include_deprecated."""
+        filters = parse_filters(year, project, author, tag, include_deprecated)
+        k = max(1, min(int(k), 100))
+        result = archive.search(query, filters)
+        return {"query": query, "results": [h.contract() for h in result.hits(k)]}
+
+    @server.tool()
+    def ask(
+        question: str,
+        year: str | None = None,
+        project: str | None = None,
+        author: str | None = None,
+        tag: str | None = None,
+        include_deprecated: bool = False,
+    ) -> dict[str, Any]:
+        """Answer a question from the notebooks. Returns the answer text with inline citations
+        [notebook › Cell n], the cited cells, the mode ("llm" or "extractive") and a notice when something
+        fell back. Same filters as `search`."""
+        filters = parse_filters(year, project, author, tag, include_deprecated)
+        found = answer_question(question, archive, settings, filters)
+        return {
+            "question": found.question,
+            "text": found.text,
+            "mode": found.mode,
+            "notice": found.notice,
+            "citations": [
+                {"notebook": c.notebook, "cell": c.cell, "cell_id": c.cell_id, "nb_sha": c.nb_sha, "label": c.label()}
+                for c in found.citations
+            ],
+        }
+
+    @server.tool()
+    def get_cell(notebook: str, cell: int) -> dict[str, Any]:
+        """Read one cell of an indexed notebook: its source, its outputs (as indexed: long outputs shortened,
+        images as placeholders), cell id, type, execution count and the heading above it. `notebook` is a
+        notebook path as given in search results, or the notebook's sha; `cell` is the 0-based cell index."""
+        return get_cell_data(archive, notebook, int(cell))
+
+    return server
+
+
+def serve_stdio(archive: Archive, settings: Settings) -> None:
+    """Run the server on stdin/stdout until the client closes the connection."""
+    build_server(archive, settings).run("stdio")

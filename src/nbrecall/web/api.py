@@ -1,0 +1,329 @@
+"""The JSON API: search, streamed answers, notebooks and cells, status."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from nbrecall.index.store import SearchFilters
+from nbrecall.notebook.model import Cell
+from nbrecall.notebook.outputs import OutputLimits, render_outputs
+from nbrecall.search.retrieve import SearchResult
+from nbrecall.web.models import (
+    MAX_FILTER,
+    MAX_QUERY,
+    YEAR_PATTERN,
+    AskRequest,
+    CellDetail,
+    CellOutput,
+    CellSummary,
+    ErrorResponse,
+    NotebookDetail,
+    SearchResponse,
+    StatusResponse,
+)
+from nbrecall.web.render import cells_from_records
+from nbrecall.web.state import NotFound, WebState, get_state, make_filters, not_found
+
+log = logging.getLogger("nbrecall.web")
+router = APIRouter(prefix="/api", tags=["api"])
+
+State = Annotated[WebState, Depends(get_state)]
+QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY, description="the question or keywords")]
+Year = Annotated[str | None, Query(pattern=YEAR_PATTERN, description="a year or a range: 2015..2019")]
+Project = Annotated[str | None, Query(max_length=MAX_FILTER, description="only notebooks of this project code")]
+Author = Annotated[str | None, Query(max_length=MAX_FILTER, description="only notebooks whose author contains this")]
+Tag = Annotated[str | None, Query(max_length=MAX_FILTER, description="only notebooks with this tag")]
+Deprecated = Annotated[bool, Query(description="also search deprecated notebooks")]
+NbId = Annotated[
+    str,
+    Path(
+        description="SHA-256 of the notebook content (64 lowercase hex digits); anything else is 404",
+        json_schema_extra={"pattern": "^[0-9a-f]{64}$"},  # documented; checked in the route, which answers 404
+    ),
+]
+NOT_FOUND = {404: {"model": ErrorResponse, "description": "unknown or malformed notebook id, or no such cell"}}
+
+
+def viewer_url(nb_id: str, cell_id: str | None = None) -> str:
+    return f"/nb/{nb_id}" + (f"#cell-id={cell_id}" if cell_id else "")
+
+
+def search_payload(result: SearchResult, k: int) -> dict[str, Any]:
+    """The JSON contract (`query`, `results`) plus the same hits grouped by notebook."""
+    hits = result.hits(k)
+    shown = {id(h) for h in hits}
+    groups: list[dict[str, Any]] = []
+    for nb in result.notebooks:
+        nb_hits = [h for h in nb.hits if id(h) in shown]
+        if not nb_hits:
+            continue
+        first = nb_hits[0]
+        groups.append(
+            {
+                "id": nb.nb_sha,
+                "path": nb.notebook,
+                "paths": list(nb.paths) or [nb.notebook],
+                "score": float(round(float(nb.score), 6)),
+                "year": first.year,
+                "project": first.project,
+                "author": first.author,
+                "stale": first.stale,
+                "deprecated": first.deprecated,
+                "url": viewer_url(nb.nb_sha),
+                "hits": [
+                    {**_contract(h), "nb_id": nb.nb_sha, "url": viewer_url(nb.nb_sha, h.cell_id)} for h in nb_hits
+                ],
+            }
+        )
+    return {"query": result.query, "results": [_contract(h) for h in hits], "notebooks": groups}
+
+
+def _contract(hit: Any) -> dict[str, Any]:
+    data = hit.contract()
+    data["score"] = float(data["score"])
+    return data
+
+
+def _filters(year: str | None, project: str | None, author: str | None, tag: str | None, dep: bool) -> SearchFilters:
+    try:
+        return make_filters(year, project, author, tag, dep)
+    except ValueError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from exc
+
+
+@router.get("/search", response_model=SearchResponse, summary="Search the archive; results grouped by notebook")
+def api_search(
+    state: State,
+    q: QueryText,
+    k: Annotated[int, Query(ge=1, le=100, description="number of results")] = 10,
+    year: Year = None,
+    project: Project = None,
+    author: Author = None,
+    tag: Tag = None,
+    include_deprecated: Deprecated = False,
+) -> dict[str, Any]:
+    filters = _filters(year, project, author, tag, include_deprecated)
+    result = state.search(q, filters, max_notebooks=k)
+    return search_payload(result, k)
+
+
+_CITATION = {
+    "type": "object",
+    "properties": {
+        "notebook": {"type": "string"},
+        "cell": {"type": "integer"},
+        "cell_id": {"type": "string"},
+        "nb_sha": {"type": "string"},
+    },
+    "required": ["notebook", "cell", "cell_id"],
+}
+ANSWER_EVENT_SCHEMA = {
+    "title": "AnswerEvent",
+    "type": "object",
+    "properties": {
+        "type": {"type": "string", "enum": ["token", "notice", "citation", "done"]},
+        "text": {"type": "string"},
+        "citation": _CITATION,
+        "answer": {
+            "type": "object",
+            "properties": {
+                "question": {"type": "string"},
+                "text": {"type": "string"},
+                "mode": {"type": "string"},
+                "notice": {"type": ["string", "null"]},
+                "citations": {"type": "array", "items": _CITATION},
+            },
+        },
+    },
+    "required": ["type"],
+}
+_SSE = {
+    200: {
+        "description": "server-sent events: one `data: {json}` per answer event (token, notice, citation, done); "
+        "the last is `done`, with the complete answer",
+        "content": {
+            "text/event-stream": {
+                "schema": {  # one event (OpenAPI < 3.2: the schema of a sequential media type describes an item)
+                    "type": "object",
+                    "properties": {
+                        "data": {
+                            "type": "string",
+                            "contentMediaType": "application/json",
+                            "contentSchema": ANSWER_EVENT_SCHEMA,
+                        },
+                        "event": {"type": "string"},
+                        "id": {"type": "string"},
+                        "retry": {"type": "integer"},
+                    },
+                    "required": ["data"],
+                }
+            }
+        },
+    },
+    503: {"model": ErrorResponse, "description": "answers are not available in this build"},
+}
+
+
+def _answer_stream(state: WebState, question: str, filters: SearchFilters) -> StreamingResponse | JSONResponse:
+    try:
+        from nbrecall.answer.answer import stream_answer
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("nbrecall.answer.answer", "nbrecall.answer"):
+            raise
+        return JSONResponse({"detail": "answers are not available in this build"}, status_code=503)
+    state.warm()
+
+    def events() -> Iterator[str]:
+        try:
+            for event in stream_answer(question, state.archive, state.settings, filters=filters):
+                yield f"data: {json.dumps(event.as_dict(), ensure_ascii=False)}\n\n"
+        except Exception as exc:  # the stream has started: report the failure as events, not a broken response
+            log.exception("answer failed")
+            yield "data: " + json.dumps({"type": "notice", "text": f"answer failed: {type(exc).__name__}"}) + "\n\n"
+            yield 'data: {"type": "done"}\n\n'
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.get("/ask", response_class=StreamingResponse, responses=_SSE, summary="Answer a question (streamed)")
+def api_ask(
+    state: State,
+    q: QueryText,
+    year: Year = None,
+    project: Project = None,
+    author: Author = None,
+    tag: Tag = None,
+    include_deprecated: Deprecated = False,
+) -> Any:
+    return _answer_stream(state, q, _filters(year, project, author, tag, include_deprecated))
+
+
+@router.post("/ask", response_class=StreamingResponse, responses=_SSE, summary="Answer a question (streamed)")
+def api_ask_post(state: State, body: AskRequest) -> Any:
+    filters = _filters(body.year, body.project, body.author, body.tag, body.include_deprecated)
+    return _answer_stream(state, body.q, filters)
+
+
+@router.get("/notebooks/{nb_id}", response_model=NotebookDetail, responses=NOT_FOUND, summary="One notebook")
+def api_notebook(state: State, nb_id: NbId) -> dict[str, Any]:
+    try:
+        content = state.content(nb_id)
+    except NotFound as exc:
+        raise not_found() from exc
+    records = state.cells(nb_id)
+    loaded = state.notebook(content)
+    meta = content.meta or {}
+    if loaded is not None:
+        from nbrecall.notebook.analysis import analyse_order
+
+        order_warnings = analyse_order(loaded[0]).warnings
+    else:
+        order_warnings = [str(w) for w in meta.get("order_warnings") or []]
+    year = meta.get("year")
+    health = meta.get("health")
+    return {
+        "id": content.sha256,
+        "path": content.rel,
+        "paths": state.paths(nb_id) or [content.rel],
+        "root": content.root,
+        "n_cells": len(records),
+        "year": year if isinstance(year, int) else None,
+        "project": str(meta.get("project") or ""),
+        "author": str(meta.get("author") or ""),
+        "tags": [str(t) for t in meta.get("tags") or []],
+        "deprecated": bool(meta.get("deprecated")),
+        "health": float(health) if isinstance(health, int | float) else None,
+        "language": str(meta.get("language") or ""),
+        "nbformat": str(meta.get("nbformat") or ""),
+        "order_warnings": list(order_warnings),
+        "notes": [str(n) for n in meta.get("notes") or []],
+        "source": "file" if loaded is not None else "index",
+        "viewer_url": viewer_url(nb_id),
+        "report_url": f"/nb/{nb_id}/report",
+        "deps_url": f"/nb/{nb_id}/deps.svg",
+        "cells": [
+            CellSummary(
+                index=r.idx,
+                cell_id=r.cell_id,
+                cell_type=r.cell_type,
+                execution_count=r.execution_count,
+                source_chars=len(r.source),
+                first_line=next((ln.strip() for ln in r.source.splitlines() if ln.strip()), "")[:200],
+                url=viewer_url(nb_id, r.cell_id),
+            )
+            for r in records
+        ],
+    }
+
+
+@router.get(
+    "/notebooks/{nb_id}/cells/{index}", response_model=CellDetail, responses=NOT_FOUND, summary="One cell"
+)
+def api_cell(state: State, nb_id: NbId, index: Annotated[int, Path(description="0-based cell index")]) -> CellDetail:
+    try:
+        content = state.content(nb_id)
+    except NotFound as exc:
+        raise not_found() from exc
+    records = state.cells(nb_id)
+    record = next((r for r in records if r.idx == index), None)
+    if record is None:
+        raise not_found("no such cell")
+    loaded = state.notebook(content)
+    outputs: list[CellOutput] = []
+    tags: list[str] = []
+    if loaded is not None:
+        nb = loaded[0]
+        cell: Cell = nb.cells[index] if 0 <= index < len(nb.cells) else cells_from_records([record])[0]
+        tags = list(cell.tags)
+        limits = OutputLimits(max_chars=state.settings.chunk.max_output_chars)
+        rendered = render_outputs(cell, markdown_above=_markdown_above(nb.cells, index), limits=limits)
+        for raw, out in zip(cell.outputs, rendered, strict=False):
+            outputs.append(
+                CellOutput(
+                    output_type=raw.output_type, kind=out.kind, mime=out.mime, text=out.text, truncated=out.truncated
+                )
+            )
+    return CellDetail(
+        notebook_id=nb_id,
+        notebook=content.rel,
+        index=record.idx,
+        cell_id=record.cell_id,
+        cell_type=record.cell_type,
+        execution_count=record.execution_count,
+        source=record.source,
+        tags=tags,
+        outputs=outputs,
+        outputs_text=record.outputs,
+        url=viewer_url(nb_id, record.cell_id),
+    )
+
+
+def _markdown_above(cells: list[Cell], index: int) -> str | None:
+    for cell in reversed(cells[:index]):
+        if cell.is_markdown and cell.source.strip():
+            return cell.source
+        if cell.is_code and cell.source.strip():
+            return None
+    return None
+
+
+@router.get("/status", response_model=StatusResponse, summary="What the index holds; quarantined files")
+def api_status(state: State) -> dict[str, Any]:
+    with state.lock:
+        manifest = state.archive.manifest
+        stats = manifest.stats()
+        quarantined = []
+        for rec in manifest.contents("quarantined"):
+            for root, rel in manifest.paths_of(rec.sha256) or [(rec.root, rec.rel)]:
+                quarantined.append({"path": rel, "root": root, "sha256": rec.sha256, "reason": rec.reason})
+    return {"stats": stats, "quarantined": quarantined}

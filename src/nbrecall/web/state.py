@@ -1,0 +1,99 @@
+"""What the routes share: the opened archive, settings, and lookups that never take a path from a request."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+
+from fastapi import HTTPException, Request
+
+from nbrecall.config import Settings
+from nbrecall.index.store import SearchFilters
+from nbrecall.ingest.manifest import CellRecord, ContentRecord
+from nbrecall.notebook.model import Notebook
+from nbrecall.search.retrieve import SearchResult
+from nbrecall.service import Archive
+from nbrecall.web.render import load_notebook
+
+NB_ID = re.compile(r"^[0-9a-f]{64}$")
+
+
+class NotFound(Exception):
+    """An unknown or malformed notebook id, or a cell index out of range."""
+
+
+@dataclass
+class WebState:
+    settings: Settings
+    archive: Archive
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def search(self, query: str, filters: SearchFilters, max_notebooks: int = 10) -> SearchResult:
+        with self.lock:
+            return self.archive.search(query, filters, max_notebooks=max_notebooks)
+
+    def warm(self) -> None:
+        """Open the store (and so the embedder) once, under the lock, before work that does not take it."""
+        with self.lock:
+            _ = self.archive.store
+
+    def content(self, nb_id: str) -> ContentRecord:
+        """The indexed notebook with this id (its SHA-256), looked up in the manifest; NotFound otherwise."""
+        if not isinstance(nb_id, str) or not NB_ID.fullmatch(nb_id):
+            raise NotFound(nb_id)
+        with self.lock:
+            record = self.archive.manifest.content(nb_id)
+        if record is None or record.status != "indexed":
+            raise NotFound(nb_id)
+        return record
+
+    def paths(self, nb_id: str) -> list[str]:
+        with self.lock:
+            return [rel for _root, rel in self.archive.manifest.paths_of(nb_id)]
+
+    def cells(self, nb_id: str) -> list[CellRecord]:
+        with self.lock:
+            return self.archive.manifest.cells(nb_id)
+
+    def notebook(self, content: ContentRecord) -> tuple[Notebook, bytes] | None:
+        """The parsed file, only if the file the manifest lists still hashes to the indexed content."""
+        with self.lock:
+            path = self.archive.notebook_file(content.sha256)
+        return load_notebook(path, content.sha256, content.rel)
+
+
+def get_state(request: Request) -> WebState:
+    return request.app.state.web
+
+
+def not_found(what: str = "notebook not found") -> HTTPException:
+    return HTTPException(status_code=404, detail=what)
+
+
+def parse_year(year: str | None) -> tuple[int | None, int | None]:
+    """`2017` → (2017, 2017); `2015..2019`, `2015..`, `..2019`; ValueError for anything else."""
+    if not year:
+        return None, None
+    year = year.strip()
+    if re.fullmatch(r"[0-9]{4}", year):
+        return int(year), int(year)
+    match = re.fullmatch(r"([0-9]{4})?\.\.([0-9]{4})?", year)
+    if not match:
+        raise ValueError("year takes YYYY or a range YYYY..YYYY")
+    low, high = match.groups()
+    return (int(low) if low else None), (int(high) if high else None)
+
+
+def make_filters(
+    year: str | None, project: str | None, author: str | None, tag: str | None, include_deprecated: bool
+) -> SearchFilters:
+    year_from, year_to = parse_year(year)
+    return SearchFilters(
+        year_from=year_from,
+        year_to=year_to,
+        project=(project or "").strip() or None,
+        author=(author or "").strip() or None,
+        tag=(tag or "").strip() or None,
+        include_deprecated=include_deprecated,
+    )

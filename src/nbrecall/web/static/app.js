@@ -1,0 +1,139 @@
+/* nbrecall web UI: cell highlighting in the viewer, and the streamed answer panel on the search page.
+   Plain JS, no dependencies; text from the server is only ever inserted as text, never as HTML. */
+(function () {
+  "use strict";
+
+  // --- viewer: #cell-id=<id> (the JupyterLab link form) scrolls to the cell and highlights it -------------
+  function cellFromHash() {
+    var raw = location.hash ? location.hash.slice(1) : "";
+    if (!raw) return null;
+    var id = raw;
+    try { id = decodeURIComponent(raw); } catch (e) { /* keep raw */ }
+    var el = document.getElementById(id);
+    return el && el.classList.contains("cell") ? el : null;
+  }
+
+  function highlightFromHash() {
+    var el = cellFromHash();
+    if (!el) return;
+    var old = document.querySelectorAll(".cell.highlight");
+    for (var i = 0; i < old.length; i++) old[i].classList.remove("highlight");
+    el.classList.add("highlight");
+    el.scrollIntoView({ block: "start" });
+  }
+
+  // --- search page: stream /api/ask as server-sent events over fetch --------------------------------------
+  var SHA = /^[0-9a-f]{64}$/;
+
+  function citationLink(c) {
+    var a = document.createElement("a");
+    var label = "[" + c.notebook + " \u203a Cell " + c.cell + "]";
+    a.textContent = label;
+    if (c.nb_sha && SHA.test(c.nb_sha)) {
+      a.href = "/nb/" + c.nb_sha + "#cell-id=" + encodeURIComponent(c.cell_id || "");
+    }
+    return { el: a, label: label };
+  }
+
+  function linkify(target, text, citations) {
+    target.textContent = "";
+    var rest = text;
+    while (rest.length) {
+      var best = -1, found = null;
+      for (var i = 0; i < citations.length; i++) {
+        var at = rest.indexOf(citations[i].label);
+        if (at >= 0 && (best < 0 || at < best)) { best = at; found = citations[i]; }
+      }
+      if (!found) { target.appendChild(document.createTextNode(rest)); break; }
+      target.appendChild(document.createTextNode(rest.slice(0, best)));
+      target.appendChild(citationLink(found.data).el);
+      rest = rest.slice(best + found.label.length);
+    }
+  }
+
+  function setupAsk() {
+    var button = document.getElementById("ask-button");
+    var form = document.querySelector("form.search");
+    if (!button || !form) return;
+    var textEl = document.getElementById("answer-text");
+    var noticeEl = document.getElementById("answer-notice");
+    var listEl = document.getElementById("answer-citations");
+
+    function notice(msg) { noticeEl.hidden = false; noticeEl.textContent = msg; }
+
+    button.addEventListener("click", function () {
+      var params = new URLSearchParams();
+      var data = new FormData(form);
+      ["q", "year", "project", "author", "tag", "include_deprecated"].forEach(function (key) {
+        var v = data.get(key);
+        if (v) params.set(key, v);
+      });
+      textEl.textContent = "";
+      listEl.textContent = "";
+      noticeEl.hidden = true;
+      button.disabled = true;
+      textEl.classList.add("streaming");
+      var text = "", cited = [];
+
+      function addCitation(c) {
+        var link = citationLink(c);
+        if (cited.some(function (x) { return x.label === link.label; })) return;
+        cited.push({ label: link.label, data: c });
+        var li = document.createElement("li");
+        li.appendChild(link.el);
+        listEl.appendChild(li);
+      }
+
+      function handle(event) {
+        if (event.type === "token") { text += event.text || ""; textEl.textContent = text; }
+        else if (event.type === "notice") { notice(event.text || ""); }
+        else if (event.type === "citation" && event.citation) { addCitation(event.citation); }
+        else if (event.type === "done") {
+          if (event.answer) {
+            if (!text) text = event.answer.text || "";
+            (event.answer.citations || []).forEach(addCitation);
+            if (event.answer.notice) notice(event.answer.notice);
+          }
+          linkify(textEl, text, cited);
+        }
+      }
+
+      fetch("/api/ask?" + params.toString(), { headers: { Accept: "text/event-stream" } })
+        .then(function (response) {
+          if (!response.ok) {
+            return response.json().then(function (body) {
+              notice(typeof body.detail === "string" ? body.detail : "answer failed (" + response.status + ")");
+            }, function () { notice("answer failed (" + response.status + ")"); });
+          }
+          var reader = response.body.getReader();
+          var decoder = new TextDecoder();
+          var buffer = "";
+          function pump() {
+            return reader.read().then(function (chunk) {
+              buffer += decoder.decode(chunk.value || new Uint8Array(), { stream: !chunk.done });
+              var parts = buffer.split("\n\n");
+              buffer = chunk.done ? "" : parts.pop();
+              parts.forEach(function (part) {
+                var lines = part.split("\n").filter(function (l) { return l.indexOf("data:") === 0; });
+                if (!lines.length) return;
+                try { handle(JSON.parse(lines.map(function (l) { return l.slice(5); }).join("\n"))); }
+                catch (e) { /* ignore a malformed event */ }
+              });
+              if (!chunk.done) return pump();
+            });
+          }
+          return pump();
+        })
+        .catch(function () { notice("the answer stream was interrupted"); })
+        .then(function () { button.disabled = false; textEl.classList.remove("streaming"); });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    highlightFromHash();
+    setupAsk();
+  });
+  // Images above the cell may change the layout once decoded: settle the scroll again after load.
+  window.addEventListener("load", function () { if (cellFromHash()) highlightFromHash(); });
+  window.addEventListener("hashchange", highlightFromHash);
+})();

@@ -1,0 +1,242 @@
+"""The answer stage without an LLM: question kinds, extractive value / where / term answers, the LLM context."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from nbformat import v4
+
+from conftest import HashEmbedder, code, result, stream, write_nb
+from nbrecall.answer.answer import answer, stream_answer
+from nbrecall.answer.context import TRUNCATED, build_context, render_cell
+from nbrecall.answer.extractive import classify, sentences
+from nbrecall.config import Settings
+from nbrecall.convert.tokens import count_llm_tokens
+from nbrecall.index.store import LanceStore, SearchFilters
+from nbrecall.ingest.manifest import CellRecord
+from nbrecall.ingest.pipeline import run_index
+from nbrecall.search.retrieve import Hit, NotebookResult, SearchResult
+from nbrecall.service import Archive
+
+BALLAST = "projects/2017/17-042/ballast.ipynb"
+MOORING = "projects/2018/18-007/mooring.ipynb"
+GLOSSARY = "reference/glossary.ipynb"
+
+
+def _frame_output(df: pd.DataFrame, count: int):  # type: ignore[no-untyped-def]
+    return result(df.to_string(), count, html=df.to_html())
+
+
+def make_notebooks(root: Path) -> None:
+    """Three small notebooks: a printed value and a DataFrame, a table of line tensions, a glossary."""
+    zones = pd.DataFrame(
+        {"tanks": [3, 6, 3], "volume_m3": [1284.6, 1501.4, 1017.0], "mass_t": [1316.7, 1538.9, 1042.4]},
+        index=pd.Index(["aft", "mid", "fwd"], name="zone"),
+    )
+    write_nb(
+        root / BALLAST,
+        [
+            v4.new_markdown_cell("# PSV Nordhav — ballast distribution\nBallast plan for the departure condition."),
+            code("RHO_SW = 1.025  # sea water density [t/m3]\nLPP = 124.8", 1),
+            v4.new_markdown_cell("## Ballast by zone\nZones follow the tank plan: aft, mid and forward groups."),
+            code("summary = tanks.groupby('zone').sum()\nsummary", 2, [_frame_output(zones, 2)]),
+            code(
+                "aft = summary.loc['aft', 'volume_m3']\nprint(f'Total ballast aft: {aft:,.1f} m3')\n"
+                "print(f'Total ballast fwd: {fwd:,.1f} m3')",
+                3,
+                [stream("Total ballast aft: 1,284.6 m3\nTotal ballast fwd: 1,017.0 m3\n")],
+            ),
+            v4.new_markdown_cell("## Centre of gravity of the ballast\nLCG measured from the aft perpendicular."),
+            code("lcg = (w * tanks.lcg_m).sum() / w.sum()\nprint(lcg)", 4, [stream("53.55\n")]),
+        ],
+    )
+    lines = pd.DataFrame(
+        {"pretension_kN": [1200.0, 1200.0, 1250.0], "max_tension_kN": [2210.5, 3439.8, 2875.1]},
+        index=pd.Index(["L1", "L5", "L6"], name="line"),
+    )
+    write_nb(
+        root / MOORING,
+        [
+            v4.new_markdown_cell("# Spread mooring analysis\nQuasi-static line tensions of the FSO mooring."),
+            code("tensions = solve_lines(offsets)\ntensions", 1, [_frame_output(lines, 1)]),
+            code("util = tensions.max_tension_kN.max() / MBL\nutil", 2, [result("0.603", 2)]),
+        ],
+    )
+    write_nb(
+        root / GLOSSARY,
+        [
+            v4.new_markdown_cell("# Hydrostatics glossary\nShort definitions used across our notebooks."),
+            v4.new_markdown_cell(
+                "## Deadweight\n**Deadweight** is the difference between displacement and lightship weight. "
+                "It includes cargo, ballast and fuel."
+            ),
+            v4.new_markdown_cell(
+                "## Metacentric height\nThe **metacentric height** GM is the distance from the centre of gravity "
+                "G to the metacentre M. A positive GM means the ship is initially stable."
+            ),
+        ],
+    )
+
+
+def build_index(root: Path, index: Path) -> Settings:
+    make_notebooks(root)
+    settings = Settings(index_dir=index)
+    settings.metadata.path_rules = [r"projects/(?P<year>\d{4})/(?P<project>\d{2}-\d{3})/"]
+    embedder = HashEmbedder()
+    run_index([root], settings, embedder, LanceStore(index / "lance", embedder.dim))
+    return settings
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Archive:
+    base = tmp_path_factory.mktemp("answer")
+    settings = build_index(base / "share", base / "idx")
+    return Archive(settings, _embedder=HashEmbedder())
+
+
+def ask(archive: Archive, question: str, filters: SearchFilters | None = None):  # type: ignore[no-untyped-def]
+    return answer(question, archive, archive.settings, filters)
+
+
+def cell_text(archive: Archive, notebook: str, idx: int) -> str:
+    sha = archive.manifest.find_by_path(notebook)
+    cell = next(c for c in archive.manifest.cells(sha) if c.idx == idx)
+    return cell.source + "\n" + cell.outputs
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("what ballast volume did we use aft", "value"),
+        ("how many tanks are in the mid zone", "value"),
+        ("what was the final RMSE", "value"),
+        ("where did we compute the centre of gravity", "where"),
+        ("which notebook has the mooring analysis", "where"),
+        ("how did we compute the LCG", "where"),
+        ("what is deadweight", "term"),
+        ("what does GM mean", "term"),
+        ("define free surface effect", "term"),
+        ("KeyError pile_diameter", "general"),
+    ],
+)
+def test_classify(question: str, kind: str) -> None:
+    assert classify(question) == kind
+
+
+def test_value_from_a_printed_line(archive: Archive) -> None:
+    found = ask(archive, "what total ballast volume did we use aft")
+    assert found.mode == "extractive"
+    assert found.text.startswith("Total ballast aft: 1,284.6 m3")
+    assert found.text.endswith(f"[{BALLAST} › Cell 4]")
+    assert [(c.notebook, c.cell) for c in found.citations] == [(BALLAST, 4)]
+    assert found.citations[0].cell_id and found.citations[0].nb_sha
+    assert "Total ballast aft: 1,284.6 m3" in cell_text(archive, BALLAST, 4)  # copied, not written
+
+
+def test_value_from_a_dataframe_row(archive: Archive) -> None:
+    found = ask(archive, "what ballast mass did we have in the mid zone")
+    assert found.text.startswith("mid — mass_t: 1538.9"), found.text
+    assert found.citations[0].cell == 3
+
+
+def test_value_max_row_of_a_table(archive: Archive) -> None:
+    found = ask(archive, "which mooring line had the highest max tension")
+    assert found.text.startswith("L5 — max_tension_kN: 3439.8"), found.text
+    assert (found.citations[0].notebook, found.citations[0].cell) == (MOORING, 1)
+
+
+def test_value_bare_scalar_is_labelled_with_its_expression(archive: Archive) -> None:
+    found = ask(archive, "what was the lcg of the ballast")
+    assert found.text.startswith("lcg: 53.55"), found.text
+    util = ask(archive, "what utilisation did the mooring lines reach")
+    assert util.text.startswith("util: 0.603"), util.text
+
+
+def test_value_from_a_constant_in_the_source(archive: Archive) -> None:
+    found = ask(archive, "what sea water density did we use")
+    assert found.text.startswith("RHO_SW = 1.025  # sea water density [t/m3]"), found.text
+    assert found.citations[0].cell == 1
+
+
+def test_where_answer_names_notebook_section_and_cell(archive: Archive) -> None:
+    found = ask(archive, "where did we compute the centre of gravity of the ballast")
+    assert found.text.startswith(f"In {BALLAST} (2017, 17-042)")
+    assert "Centre of gravity of the ballast" in found.text
+    assert (BALLAST, 6) in [(c.notebook, c.cell) for c in found.citations]
+    assert f"[{BALLAST} › Cell 6]" in found.text
+
+
+def test_term_answer_is_the_defining_sentence(archive: Archive) -> None:
+    found = ask(archive, "what does metacentric height mean")
+    first = "The **metacentric height** GM is the distance from the centre of gravity G to the metacentre M."
+    assert found.text.startswith(first), found.text
+    assert found.citations[0].notebook == GLOSSARY and found.citations[0].cell == 2
+    assert first in cell_text(archive, GLOSSARY, 2)
+
+
+def test_filters_apply_and_no_match_says_so(archive: Archive) -> None:
+    found = ask(archive, "what total ballast volume did we use aft", SearchFilters(year_from=2018, year_to=2018))
+    assert BALLAST not in found.text
+    for nothing in (ask(archive, "zzzqqq xylophone"), ask(archive, "ballast", SearchFilters(project="99-999"))):
+        assert nothing.citations == [] and nothing.notice == "no matching notebook"
+        assert nothing.text == "Nothing in the indexed notebooks matches this question."
+
+
+def test_stream_answer_events(archive: Archive) -> None:
+    events = list(stream_answer("what total ballast volume did we use aft", archive, archive.settings))
+    kinds = [e.type for e in events]
+    assert kinds[-1] == "done" and "token" in kinds and "citation" in kinds
+    assert kinds.index("citation") > max(i for i, k in enumerate(kinds) if k == "token")
+    text = "".join(e.text for e in events if e.type == "token")
+    done = events[-1].answer
+    assert done is not None and text == done.text
+    payload = events[-1].as_dict()
+    assert payload["answer"]["mode"] == "extractive" and payload["answer"]["citations"][0]["cell"] == 4
+
+
+def test_sentences_skip_headings_and_fences() -> None:
+    text = "## Title\nFirst one. Second one here.\n\n```python\nx = 1\n```\n* **K** — keel, the reference."
+    assert sentences(text) == ["First one.", "Second one here.", "* **K** — keel, the reference."]
+
+
+# --- the LLM context ---------------------------------------------------------------------------------------
+
+
+def test_context_is_addressable_and_inside_the_budget(archive: Archive) -> None:
+    found = archive.search("what total ballast volume did we use aft")
+    context = build_context(found, 3000)
+    assert context.text.startswith(f"# Notebook: {BALLAST} · 2017 · project 17-042")
+    assert "## Cell [4] · type:code · In[3] · id:" in context.text
+    assert "```python\naft = summary.loc['aft', 'volume_m3']" in context.text
+    assert "Total ballast aft: 1,284.6 m3" in context.text
+    assert context.tokens == count_llm_tokens(context.text) <= 3000
+    assert (BALLAST, 4) in context.citable()
+    small = build_context(found, 150)
+    assert small.tokens <= 150 and small.cells
+    assert (BALLAST, 4) in small.citable()  # the matching cell comes first
+    assert TRUNCATED not in small.text  # whole cells only while they fit
+    assert small.dropped > 0
+
+
+def _fake_result(cells: list[CellRecord]) -> SearchResult:
+    hit = Hit("big.ipynb", "/r", cells[0].idx, [c.idx for c in cells], cells[0].cell_id, "code", 1.0, "", "", "sha1")
+    return SearchResult("q", [NotebookResult("sha1", "big.ipynb", "/r", 1.0, [hit], neighbourhood=cells)])
+
+
+def test_context_cuts_whole_cells_and_truncates_only_a_cell_larger_than_the_budget() -> None:
+    small = [CellRecord("sha1", i, f"id{i}", "code", i, f"x{i} = {i}\nprint(x{i})", f"{i}") for i in range(5)]
+    context = build_context(_fake_result(small), 120)
+    assert context.tokens <= 120
+    for cell in context.cells:
+        assert render_cell(small[cell.cell]) in context.text  # never cut mid-source
+    assert len(context.cells) < 5 and context.dropped == 5 - len(context.cells)
+
+    source = "\n".join(f"value_{i} = compute_something({i}) * {i} + offset_{i}" for i in range(400))
+    huge = CellRecord("sha1", 0, "big", "code", 1, source, "out\n" * 50)
+    context = build_context(_fake_result([huge]), 500)
+    assert context.tokens <= 500
+    assert TRUNCATED in context.text and context.cells[0].truncated
+    assert "## Cell [0] · type:code · In[1] · id:big" in context.text
+    assert "value_0 = compute_something(0)" in context.text

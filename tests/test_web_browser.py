@@ -1,0 +1,154 @@
+"""The web UI in a real browser: Playwright driving Debian's Chromium against uvicorn on 127.0.0.1.
+
+Never downloads a browser: it launches /usr/bin/chromium (Debian package `chromium`) and is skipped when that
+is absent. Screenshots land in build/screenshots/.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nbrecall.config import Settings
+from test_web_support import BALLAST_REL, HOSTILE_REL, REPO, build_archive, live_server, make_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = REPO / "build" / "screenshots"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="/usr/bin/chromium is absent: install Debian's `chromium` package to run these"
+)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the Python package) is not installed")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str], Settings]]:
+    settings, shas = build_archive(tmp_path_factory.mktemp("browser"))
+    with live_server(make_app(settings)) as base:
+        yield base, shas, settings
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with sync_api.sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=30_000)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+@pytest.fixture
+def page(browser):  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    page.csp_messages = []  # type: ignore[attr-defined]
+    page.on(
+        "console",
+        lambda m: page.csp_messages.append(m.text) if "Content Security Policy" in m.text else None,  # type: ignore[attr-defined]
+    )
+    yield page
+    context.close()
+
+
+def shot(page, name: str, full_page: bool = False) -> Path:  # type: ignore[no-untyped-def]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / name
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+def test_search_click_scrolls_to_and_highlights_the_cell(served, page) -> None:  # type: ignore[no-untyped-def]
+    base, shas, _settings = served
+    page.goto(base + "/")
+    page.fill("#q", "ballast volume aft for the 130 m PSV")
+    page.press("#q", "Enter")
+    page.wait_for_selector(".nb-result")
+    first = page.locator(".hit-link").first
+    href = first.get_attribute("href")
+    assert href is not None
+    match = re.fullmatch(r"/nb/([0-9a-f]{64})#cell-id=(.+)", href)
+    assert match, href
+    assert match.group(1) == shas[BALLAST_REL]
+    assert page.locator(".nb-result mark").count() > 0
+    shot(page, "search.png")
+
+    first.click()
+    page.wait_for_url(re.compile(r"/nb/[0-9a-f]{64}#cell-id="))
+    cell = page.locator(f'[id="cell-id={match.group(2)}"]')
+    sync_api.expect(cell).to_have_class(re.compile(r"\bhighlight\b"))
+    sync_api.expect(cell).to_be_in_viewport()
+    assert page.evaluate("window.scrollY") > 200  # the cell is far down: the page really scrolled
+    assert page.locator(".cell.highlight").count() == 1
+    page.wait_for_timeout(350)  # let the highlight transition finish for the picture
+    shot(page, "viewer.png")
+
+    # a link to another cell of the same page (hashchange) moves the highlight
+    other = page.locator(".cell").nth(2)
+    other_id = other.get_attribute("id")
+    page.evaluate("id => { location.hash = '#' + id; }", other_id)
+    sync_api.expect(other).to_have_class(re.compile(r"\bhighlight\b"))
+    sync_api.expect(other).to_be_in_viewport()
+    assert page.locator(".cell.highlight").count() == 1
+    assert page.csp_messages == []
+
+
+def test_answer_panel_streams_an_answer(served, page) -> None:  # type: ignore[no-untyped-def]
+    base, _shas, _settings = served
+    page.goto(base + "/?q=" + "what ballast volume did we use aft for the 130 m PSV?".replace(" ", "+"))
+    page.click("#ask-button")
+    sync_api.expect(page.locator("#ask-button")).to_be_enabled(timeout=15_000)
+    text = page.locator("#answer-text").inner_text()
+    notice = page.locator("#answer-notice").inner_text() if page.locator("#answer-notice").is_visible() else ""
+    assert text.strip() or notice.strip()
+    if "not available" not in notice:
+        assert page.locator("#answer-citations a").count() >= 1
+        href = page.locator("#answer-citations a").first.get_attribute("href") or ""
+        assert re.fullmatch(r"/nb/[0-9a-f]{64}#cell-id=.+", href), href
+    shot(page, "answer.png")
+    assert page.csp_messages == []
+
+
+def test_hostile_notebook_cannot_run_script(served, page) -> None:  # type: ignore[no-untyped-def]
+    base, shas, _settings = served
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    url = f"{base}/nb/{shas[HOSTILE_REL]}"
+    page.goto(url)
+    page.wait_for_load_state("load")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    links = page.locator(".cells a")
+    assert links.count() >= 4
+    for i in range(links.count()):
+        link = links.nth(i)
+        if link.is_visible():
+            link.click(timeout=3_000)
+            page.wait_for_timeout(50)
+            assert page.evaluate("typeof window.__pwned") == "undefined", link.inner_text()
+            assert page.url.startswith(url), page.url  # never navigated away
+    for image in page.locator(".cells img").all():
+        if image.is_visible():
+            image.hover()
+            image.click()
+    page.wait_for_timeout(200)
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.evaluate("document.querySelectorAll('iframe, object, embed, script:not([src])').length") == 0
+    # the page is intact: no overlay, the last cell still visible and readable
+    assert page.locator("text=The page must still be here").is_visible()
+    assert dialogs == []
+    assert page.csp_messages == [], page.csp_messages  # the sanitizer left nothing for the CSP to block
+    page.evaluate("window.scrollTo(0, 0)")
+    shot(page, "hostile.png", full_page=True)
+
