@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := build/demo
 
-.PHONY: venv test lint demo clean
+.PHONY: venv system-deps test lint demo clean
 
 $(BIN)/nbrecall: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,10 +15,17 @@ $(BIN)/nbrecall: pyproject.toml
 
 venv: $(BIN)/nbrecall
 
+# Debian packages the browser test (chromium) and the re-render sandbox (bubblewrap) use; installed when root.
+system-deps:
+	@if command -v chromium >/dev/null && command -v bwrap >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium bubblewrap >/dev/null; \
+	else echo "note: install chromium and bubblewrap for the browser and sandbox tests (they skip without them)"; fi
+
 lint: venv
 	$(BIN)/ruff check src tests bench
 
-test: venv lint
+test: venv system-deps lint
 	$(BIN)/pytest
 
 demo: venv
@@ -28,6 +35,9 @@ demo: venv
 	$(BIN)/nbrecall search "what ballast volume did we use aft for the 130 m PSV" --config samples/nbrecall.toml --index $(DEMO)/index -k 3
 	$(BIN)/nbrecall search "KeyError pile_diameter" --config samples/nbrecall.toml --index $(DEMO)/index -k 2
 	$(BIN)/nbrecall search "free surface effect" --config samples/nbrecall.toml --index $(DEMO)/index -k 2 --json
+	$(BIN)/nbrecall ask "what ballast volume did we use aft for the 130 m PSV?" --config samples/nbrecall.toml --index $(DEMO)/index
+	@echo "Serving the sample index at http://127.0.0.1:8765/ (Ctrl-C to stop)"
+	$(BIN)/nbrecall serve --config samples/nbrecall.toml --index $(DEMO)/index --host 127.0.0.1 --port 8765
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -10,7 +10,7 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
@@ -139,6 +139,9 @@ def test_search_api_rejects_bad_parameters_with_422(client: TestClient, params: 
 def test_search_api_accepts_a_query_of_exactly_2000_characters(client: TestClient) -> None:
     response = client.get("/api/search", params={"q": ("ballast " * 300)[:2000]})
     assert response.status_code == 200
+    wide = "船" * 2000  # 18 KB percent-encoded: still a valid query, not a 414
+    assert client.get("/api/search", params={"q": wide}).status_code == 200
+    assert client.get("/api/search", params={"q": wide + "船"}).status_code == 422
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -388,7 +391,7 @@ def test_path_like_parameters_never_reach_files_outside_the_index(
     assert b"zanzibar" not in body and b"nbformat" not in body  # not a notebook file either
 
 
-def test_path_traversal_through_a_real_server(settings: Settings) -> None:
+def test_through_a_real_server_traversal_and_long_queries(settings: Settings) -> None:
     """The same requests on the wire, through uvicorn's own URL parsing."""
     with live_server(make_app(settings)) as base:
         host, port = urlsplit(base).hostname, urlsplit(base).port
@@ -401,6 +404,15 @@ def test_path_traversal_through_a_real_server(settings: Settings) -> None:
             assert 400 <= response.status < 500, (raw, response.status)
             assert b"root:" not in body and b"zanzibar" not in body
             assert response.getheader("content-security-policy") == CSP
+        # a 2,000-character non-ASCII query fits in uvicorn's request line; one more character is a 422
+        for q, status in (("船" * 2000, 200), ("船" * 2001, 422)):
+            conn = http.client.HTTPConnection(host, port, timeout=30)
+            conn.request("GET", "/api/search?" + urlencode({"q": q}))
+            response = conn.getresponse()
+            response.read()
+            conn.close()
+            assert response.status == status
+            assert response.getheader("server") is None
 
 
 def test_viewer_serves_only_by_hash_never_a_path(client: TestClient, shas: dict[str, str]) -> None:
@@ -434,6 +446,19 @@ def test_security_headers_on_every_kind_of_response(client: TestClient, shas: di
         response = client.get(url)
         assert_security_headers(response)
     assert client.get("/docs").status_code == 404  # interactive docs would need a CDN
+
+
+def test_even_a_server_error_carries_the_headers(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(settings)
+
+    def boom(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("store unavailable")
+
+    monkeypatch.setattr(app.state.web, "search", boom)
+    response = TestClient(app, raise_server_exceptions=False).get("/api/search", params={"q": "ballast"})
+    assert response.status_code == 500
+    assert_security_headers(response)
+    assert "store unavailable" not in response.text  # no internals in the page
 
 
 def test_static_assets(client: TestClient) -> None:
@@ -657,7 +682,8 @@ def locked(settings: Settings) -> TestClient:
 
 
 @pytest.mark.parametrize(
-    "url", ["/", "/?q=ballast", "/api/search?q=ballast", "/api/status", "/openapi.json", "/api/ask?q=x", "/nb/" + "0" * 64]
+    "url",
+    ["/", "/?q=ballast", "/api/search?q=ballast", "/api/status", "/openapi.json", "/api/ask?q=x", "/nb/" + "0" * 64],
 )
 def test_token_required_on_every_route(locked: TestClient, url: str) -> None:
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
@@ -678,14 +704,17 @@ def test_token_cookie_from_the_url(locked: TestClient) -> None:
     response = locked.get("/", params={"token": TOKEN})
     assert response.status_code == 303 and response.headers["location"] == "/"
     cookie = response.headers["set-cookie"]
-    assert cookie.startswith(f"{security.TOKEN_COOKIE}={TOKEN}") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    value = security.cookie_value(TOKEN)
+    assert cookie.startswith(f"{security.TOKEN_COOKIE}={value};") and TOKEN not in cookie
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     fresh = TestClient(locked.app, follow_redirects=False)
     assert fresh.get("/api/status").status_code == 401
-    fresh.cookies.set(security.TOKEN_COOKIE, TOKEN)
+    fresh.cookies.set(security.TOKEN_COOKIE, value)
     assert fresh.get("/api/status").status_code == 200
     assert fresh.get("/").status_code == 200
-    fresh.cookies.set(security.TOKEN_COOKIE, "nope")
-    assert fresh.get("/api/status").status_code == 401
+    for wrong in ("nope", TOKEN):  # the raw token is not the cookie
+        fresh.cookies.set(security.TOKEN_COOKIE, wrong)
+        assert fresh.get("/api/status").status_code == 401
 
 
 def test_token_compared_in_constant_time(locked: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -700,6 +729,11 @@ def test_token_compared_in_constant_time(locked: TestClient, monkeypatch: pytest
     assert locked.get("/api/status", headers={"Authorization": "Bearer wrong"}).status_code == 401
     assert locked.get("/api/status", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
     assert (TOKEN.encode(), b"wrong") in calls and (TOKEN.encode(), TOKEN.encode()) in calls
+    calls.clear()
+    cookied = TestClient(locked.app)
+    cookied.cookies.set(security.TOKEN_COOKIE, security.cookie_value(TOKEN))
+    assert cookied.get("/api/status").status_code == 200
+    assert calls and all(len(a) == len(b) == 64 for a, b in calls)  # the cookie digest, compared the same way
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -151,4 +151,3 @@ def test_hostile_notebook_cannot_run_script(served, page) -> None:  # type: igno
     assert page.csp_messages == [], page.csp_messages  # the sanitizer left nothing for the CSP to block
     page.evaluate("window.scrollTo(0, 0)")
     shot(page, "hostile.png", full_page=True)
-

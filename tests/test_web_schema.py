@@ -20,7 +20,7 @@ from schemathesis.checks import (  # noqa: E402
 )
 from schemathesis.generation import GenerationMode  # noqa: E402
 
-from test_web_support import build_archive, make_app  # noqa: E402
+from test_web_support import BALLAST_REL, build_archive, make_app  # noqa: E402
 
 MAX_EXAMPLES = 25
 OPERATIONS = [
@@ -34,10 +34,14 @@ OPERATIONS = [
 
 
 @pytest.fixture(scope="module")
-def schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    settings, _shas = build_archive(tmp_path_factory.mktemp("schema"))
-    app = make_app(settings)
-    yield schemathesis.openapi.from_asgi("/openapi.json", app)
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict[str, str]]:
+    settings, shas = build_archive(tmp_path_factory.mktemp("schema"))
+    return make_app(settings), shas
+
+
+@pytest.fixture(scope="module")
+def schema(indexed) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    yield schemathesis.openapi.from_asgi("/openapi.json", indexed[0])
 
 
 def test_schema_lists_every_api_operation(schema) -> None:  # type: ignore[no-untyped-def]
@@ -46,16 +50,23 @@ def test_schema_lists_every_api_operation(schema) -> None:  # type: ignore[no-un
 
 
 CASES = [
-    pytest.param(method, path, mode, id=f"{method} {path} {mode.value}")
+    pytest.param(method, path, mode, False, id=f"{method} {path} {mode.value}")
     for method, path in OPERATIONS
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
     if not (path == "/api/status" and mode is GenerationMode.NEGATIVE)  # no input to make invalid
+] + [
+    # random ids are (almost) never in the index: also fuzz the rest of the request with a real notebook's id
+    pytest.param("GET", path, GenerationMode.POSITIVE, True, id=f"GET {path} known notebook")
+    for path in ("/api/notebooks/{nb_id}", "/api/notebooks/{nb_id}/cells/{index}")
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "mode"), CASES)
-def test_generated_requests_get_no_server_error(schema, method: str, path: str, mode: GenerationMode) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("method", "path", "mode", "known"), CASES)
+def test_generated_requests_get_no_server_error(  # type: ignore[no-untyped-def]
+    schema, indexed, method: str, path: str, mode: GenerationMode, known: bool
+) -> None:
     operation = schema[path][method]
+    fixed = {"nb_id": indexed[1][BALLAST_REL]} if known else None
     statuses: list[int] = []
 
     @hypothesis.settings(
@@ -66,7 +77,7 @@ def test_generated_requests_get_no_server_error(schema, method: str, path: str, 
         suppress_health_check=list(hypothesis.HealthCheck),
         phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
     )
-    @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
+    @hypothesis.given(case=operation.as_strategy(generation_mode=mode, path_parameters=fixed))
     def run(case) -> None:  # type: ignore[no-untyped-def]
         response = case.call()
         statuses.append(response.status_code)
@@ -78,7 +89,8 @@ def test_generated_requests_get_no_server_error(schema, method: str, path: str, 
         case.validate_response(response, checks=checks)
 
     run()
-    print(method, path, mode.value, len(statuses), sorted(set(statuses)))
     assert statuses, "no request was generated"
+    if known:
+        assert 200 in statuses
     if mode is GenerationMode.NEGATIVE and path in ("/api/search", "/api/ask"):
         assert any(400 <= s < 500 for s in statuses)  # invalid input was generated and rejected

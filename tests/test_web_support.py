@@ -7,6 +7,7 @@ so every layer below the embedding model is the real one: manifest, LanceDB stor
 
 from __future__ import annotations
 
+import base64
 import shutil
 import socket
 import threading
@@ -67,7 +68,9 @@ MARKDOWN_HOSTILE = (
     '<iframe srcdoc="<script>parent.__pwned=1</script>"></iframe>\n\n'
     f"<svg><script>{PWN}</script></svg>\n\n"
     f'<details open ontoggle="{PWN}"><summary>toggle</summary>x</details>\n\n'
-    "![data svg](data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIG9ubG9hZD0id2luZG93Ll9fcHduZWQ9MSIvPg==)\n"
+    "![data svg](data:image/svg+xml;base64,"
+    + base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg" onload="window.__pwned=1"/>').decode()
+    + ")\n"
 )
 
 
@@ -138,11 +141,13 @@ def live_server(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """Run `app` with uvicorn on 127.0.0.1 and a free port in a thread; yields the base URL; stops it after."""
     import uvicorn
 
+    from nbrecall.web.app import UVICORN_OPTIONS
+
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", **UVICORN_OPTIONS))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 15

@@ -438,7 +438,7 @@ def serve(
         raise typer.Exit(2)
     settings = _settings(config, index_dir)
     from nbrecall.service import IndexMissing
-    from nbrecall.web.app import create_app
+    from nbrecall.web.app import UVICORN_OPTIONS, create_app
 
     try:
         web = create_app(settings, token=token)
@@ -451,7 +451,7 @@ def serve(
     err.print(f"nbrecall serving {settings.index_dir} on http://{shown}:{port}/")
     if token:
         err.print(f"open http://{shown}:{port}/?token=<your token> once to sign in this browser")
-    uvicorn.run(web, host=host, port=port, log_level="info", server_header=False, proxy_headers=False)
+    uvicorn.run(web, host=host, port=port, log_level="info", **UVICORN_OPTIONS)
 
 
 @app.command()
@@ -563,6 +563,85 @@ def key_clear(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     err.print("stored API key removed" if removed else f"no API key stored in {secrets_path(settings)}")
+
+
+@app.command()
+def render(
+    roots: Annotated[list[Path], typer.Argument(help="Folders (or notebooks) to re-render.")],
+    data: Annotated[
+        Path | None, typer.Option("--data", help="Data folder, read-only at /data in the sandbox ([render] data_dir).")
+    ] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="Notebooks run in parallel (default 2).")] = None,
+    cell_timeout: Annotated[
+        float | None, typer.Option("--cell-timeout", help="Seconds per cell before the run stops (default 60).")
+    ] = None,
+    report: Annotated[Path | None, typer.Option("--report", help="Write the drift report (HTML) here.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Results folder (default <index>/renders).")] = None,
+    index_dir: IndexOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Re-execute notebooks in a sandbox and report which outputs still reproduce.
+
+    Each notebook runs in bubblewrap (no network, read-only interpreter and data folder, throw-away home, cleared
+    environment, memory/CPU limits, per-cell timeout); Windows/UNC and absolute paths are mapped onto the data
+    folder by [[render.path_map]] rules. Status per notebook: fresh (outputs reproduce), changed (ran, outputs
+    differ) or stale (could not re-execute: missing file, import error, timeout, memory, kernel died, ...).
+    Results go to <out>/<sha256>.json and .ipynb; the notebook files are never modified.
+    """
+    import time
+
+    from nbrecall.render.paths import PathRuleError
+    from nbrecall.render.report import write_report
+    from nbrecall.render.run import RenderOptions, discover, render_many, summarise
+    from nbrecall.render.sandbox import sandbox_problem
+
+    settings = _settings(config, index_dir)
+    for root in roots:
+        if not root.exists():
+            err.print(f"[red]error:[/red] {root}: no such file or folder")
+            raise typer.Exit(2)
+    if data is not None and not data.is_dir():
+        err.print(f"[red]error:[/red] --data {data}: not a folder")
+        raise typer.Exit(2)
+    try:
+        options = RenderOptions.from_settings(settings, out_dir=out, data_dir=data)
+    except PathRuleError as exc:
+        err.print(f"[red]config error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if workers is not None:
+        options.workers = max(1, workers)
+    if cell_timeout is not None:
+        options.limits.cell_timeout = cell_timeout
+    problem = sandbox_problem()
+    if problem:
+        err.print(f"[red]sandbox unavailable:[/red] {problem}; notebooks are recorded stale, none is run")
+    items = discover(roots, settings.discover.exclude)
+    started = time.perf_counter()
+    results = []
+    with _progress() as progress:
+        task = progress.add_task("rendering", total=len(items), rate="")
+        for result in render_many(items, options):
+            results.append(result)
+            per_min = len(results) * 60 / max(time.perf_counter() - started, 1e-9)
+            progress.update(task, completed=len(results), rate=f"{per_min:.1f} notebooks/min")
+    elapsed = time.perf_counter() - started
+    summary = summarise(results)
+    table = Table(title=f"rendered {len(results)} notebooks into {options.out_dir} in {elapsed:.1f} s")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for status, count in summary["status"].items():
+        table.add_row(status, str(count))
+    for reason, count in summary["reasons"][:10]:
+        table.add_row(f"  stale: {reason}", str(count))
+    for status in ("same", "changed", "failed", "new"):
+        table.add_row(f"cells {status}", str(summary["cells"].get(status, 0)))
+    table.add_row("notebooks/min", f"{len(results) * 60 / max(elapsed, 1e-9):.1f}")
+    err.print(table)
+    if report is not None:
+        write_report(results, report)
+        err.print(f"drift report: {report}")
+    if problem:
+        raise typer.Exit(3)
 
 
 def main() -> None:

@@ -94,6 +94,24 @@ class AnswerSettings:
 
 
 @dataclass
+class RenderSettings:
+    """Re-rendering in a sandbox (DESIGN §9, `nbrecall render`); see `nbrecall.render.paths` for `path_map`."""
+
+    data_dir: str | None = None  # mounted read-only at /data; path_map targets are relative to it
+    path_map: list[dict[str, str]] = field(default_factory=list)  # [[render.path_map]] from = .., to = ..
+    python: str | None = None  # the kernel's interpreter (needs ipykernel); default: nbrecall's own
+    workers: int = 2
+    cell_timeout: float = 60.0  # seconds per cell
+    notebook_timeout: float = 600.0  # seconds per notebook, kernel start included
+    memory_mb: int = 4096  # address-space limit of the kernel
+    cpu_seconds: int = 900  # CPU-time limit of the kernel
+    copy_limit_mb: int = 256  # the notebook's folder is copied (writable, thrown away) up to this size
+    rel_tol: float = 1e-6  # relative tolerance for numbers in outputs
+    compare_stderr: bool = False  # warnings on stderr are not results
+    out_dir: str | None = None  # default <index>/renders
+
+
+@dataclass
 class Settings:
     """Everything configurable, in one object."""
 
@@ -104,6 +122,7 @@ class Settings:
     embed: EmbedConfig = field(default_factory=EmbedConfig)
     retrieve: RetrieveSettings = field(default_factory=RetrieveSettings)
     answer: AnswerSettings = field(default_factory=AnswerSettings)
+    render: RenderSettings = field(default_factory=RenderSettings)
     config_path: Path | None = None
 
 

@@ -119,17 +119,22 @@ def _llm_events(question: str, result: SearchResult, archive: Archive, settings:
             notice = f"LLM endpoint failed{retried} ({exc}); extractive answer shown"
         yield from _events(_fallback(question, result, archive, notice))
         return
-    text = "".join(parts).strip()
+    text = think.sent.strip()  # the streamed pieces, less any reasoning an unopened `</think>` turned out to end
     if not text:
-        yield from _events(_fallback(question, result, archive, "LLM returned an empty answer; extractive answer shown"))
+        empty = "LLM returned an empty answer; extractive answer shown"
+        yield from _events(_fallback(question, result, archive, empty))
         return
     citations, invented = parse_citations(text, context)
     notice = None
+    if think.restarted:
+        notice = "the model's reasoning was streamed before an unopened </think>; the final answer leaves it out"
     if invented:
         shown = ", ".join(invented[:5]) + (" …" if len(invented) > 5 else "")
         notice = f"dropped {len(invented)} citation(s) to cells that were not in the context: {shown}"
     elif not citations:
         notice = "the answer cites no cell of the context: check it against the notebooks searched"
+    if think.restarted and notice and not notice.startswith("the model's"):
+        notice = "the model's reasoning was streamed before an unopened </think> and is left out; " + notice
     final = Answer(question, text, citations, "llm", notice)
     if notice:
         yield AnswerEvent("notice", text=notice)

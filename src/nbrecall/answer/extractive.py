@@ -69,11 +69,16 @@ def classify(question: str) -> str:
 
 _TOKEN = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?|[A-Za-z][a-z0-9]*|[A-Z]+(?![a-z])")
 _STOP = frozenset(
-    """a an and are as at be been by can could did do does for from had has have how i if in into is it its of on
-    or our over per so than that the their them then there these they this those to up us was we were what when
-    where which while who whom why will with would you your me my show tell give find get got gets use used using
-    value values result results notebook notebooks cell cells did does done once first also about after before
-    between during under within without all any each other some such only same s t""".split()
+    [
+        "a", "an", "and", "are", "as", "at", "be", "been", "by", "can", "could", "did", "do", "does", "for", "from",
+        "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "of", "on", "or", "our", "over",
+        "per", "so", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those",
+        "to", "up", "us", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why",
+        "will", "with", "would", "you", "your", "me", "my", "show", "tell", "give", "find", "get", "got", "gets",
+        "use", "used", "using", "value", "values", "result", "results", "notebook", "notebooks", "cell", "cells",
+        "did", "does", "done", "once", "first", "also", "about", "after", "before", "between", "during", "under",
+        "within", "without", "all", "any", "each", "other", "some", "such", "only", "same", "s", "t"
+    ]
 )
 _SUPERLATIVE_MAX = {
     "longest": ("length", "long"),
@@ -153,10 +158,16 @@ def _match_word(term: str, word: str) -> float:
     return 0.0
 
 
-def match(term: str, vocab: set[str]) -> float:
-    """How well `term` is found in `vocab`: 1 exact, 0.8 prefix, 0.7 common stem, else 0."""
+def match(term: str, vocab: set[str], table: dict[str, dict[str, float]] | None = None) -> float:
+    """How well `term` is found in `vocab`: 1 exact, 0.8 prefix, 0.7 common stem, else 0.
+
+    `table` (term → {word: strength} over every word of the candidates) turns the scan into a set intersection.
+    """
     if term in vocab:
         return 1.0
+    if table is not None and term in table:
+        near = table[term]
+        return max((near[w] for w in vocab & near.keys()), default=0.0)
     best = 0.0
     for word in vocab:
         score = _match_word(term, word)
@@ -186,6 +197,7 @@ class Query:
     weights: dict[str, float]
     extreme: str | None = None  # "max" | "min"
     expects: str | None = None  # "fraction" (a share, an accuracy) | "count" (how many)
+    table: dict[str, dict[str, float]] | None = None  # inexact matches of each term among the candidates' words
 
     @classmethod
     def parse(cls, question: str, kind: str | None = None) -> Query:
@@ -205,13 +217,28 @@ class Query:
         expects = "fraction" if _PROPORTION.search(question) else "count" if _COUNT.search(question) else None
         return cls(question, kind or classify(question), weights, extreme, expects)
 
+    def index(self, documents: list[set[str]]) -> None:
+        """Find once, among all the words of the candidates, those each term matches inexactly."""
+        universe = set().union(*documents) if documents else set()
+        self.table = {}
+        for term in self.weights:
+            near: dict[str, float] = {}
+            for word in universe:
+                strength = _match_word(term, word)
+                if strength and word != term:
+                    near[word] = strength
+            self.table[term] = near
+
+    def match(self, term: str, vocab: set[str]) -> float:
+        return match(term, vocab, self.table)
+
     def reweight(self, documents: list[set[str]]) -> None:
         """Scale each term by its rarity among the candidate cells (terms found everywhere weigh least)."""
         n = len(documents)
         if not n:
             return
         for term in list(self.weights):
-            df = sum(1 for doc in documents if match(term, doc) >= 0.7)
+            df = sum(1 for doc in documents if self.match(term, doc) >= 0.7)
             self.weights[term] *= 0.5 + math.log((n + 1) / (df + 0.5))
 
     def overlap(self, vocab: set[str], skip: dict[str, float] | None = None) -> tuple[float, dict[str, float]]:
@@ -219,7 +246,7 @@ class Query:
         total = 0.0
         found: dict[str, float] = {}
         for term, weight in self.weights.items():
-            m = match(term, vocab)
+            m = self.match(term, vocab)
             if skip:
                 m = max(0.0, m - skip.get(term, 0.0))
             if m:
@@ -243,6 +270,8 @@ class Candidate:
     above: str  # the markdown just above (up to two cells back)
     hit_rank: int | None  # position among the notebook's matching cells, if it is one
     vocab: set[str] = field(default_factory=set)
+    source_vocab: set[str] = field(default_factory=set)
+    around_vocab: set[str] = field(default_factory=set)
 
     def citation(self) -> Citation:
         return Citation(self.nb.notebook, self.cell.idx, self.cell.cell_id, self.nb.nb_sha)
@@ -303,7 +332,9 @@ def candidates(
                 continue
             above = _markdown_above(cells, i)
             cand = Candidate(nb, rank, prior, cell, headings.get(i, ""), above, hit_rank.get(i))
-            cand.vocab = _camel_and_whole(f"{cell.source}\n{cell.outputs}\n{cand.heading}\n{above}")
+            cand.source_vocab = _camel_and_whole(cell.source)
+            cand.around_vocab = _camel_and_whole(f"{cand.heading}\n{above}")
+            cand.vocab = cand.source_vocab | cand.around_vocab | _camel_and_whole(cell.outputs)
             picked.append(cand)
     return picked
 
@@ -452,8 +483,9 @@ def output_evidence(cand: Candidate, query: Query) -> list[Evidence]:
         figure = _FIGURE.match(line)
         if figure:
             caption = figure.group("caption").strip()
-            if caption:
-                evidence.append(Evidence(cand, f"Figure: {_clip(caption)}", caption, i - 1, False, "figure"))
+            drawn_by = _code_line(cand.cell)
+            display = f"Figure: {_clip(caption)}" if caption else f"Figure drawn by `{drawn_by}`"
+            evidence.append(Evidence(cand, display, caption, i - 1, False, "figure"))
             continue
         has_number = bool(_NUMBER.search(line))
         stripped = line.strip()
@@ -538,8 +570,8 @@ def _score(ev: Evidence, query: Query, want_number: bool) -> float:
         # numbers of the question are its inputs (`at 4 degrees`, `250 labels`): an output quoting them is
         # about the same thing, but the value asked for is never in the question
         line_score -= 0.5 * sum(query.weights[t] * m for t, m in found.items() if t[0].isdigit())
-    cell_score, _ = query.overlap(_camel_and_whole(cand.cell.source), skip=found)
-    around_score, _ = query.overlap(_camel_and_whole(f"{cand.heading}\n{cand.above}"), skip=found)
+    cell_score, _ = query.overlap(cand.source_vocab, skip=found)
+    around_score, _ = query.overlap(cand.around_vocab, skip=found)
     cell_weight = 0.3 if ev.origin == "assign" else 0.55
     # what the cell is about is shared among its lines: one printed scalar owns it, one line of forty does not
     share = 1.0 / math.sqrt(max(1, ev.siblings))
@@ -648,7 +680,7 @@ def _score_sentence(ev: Evidence, query: Query, subject: Query) -> float:
     if _DEFINITION.search(ev.match_text):
         score *= 1.3
     opening = _camel_and_whole(ev.match_text[:60])
-    if any(match(t, opening) for t in subject.weights):
+    if any(subject.match(t, opening) for t in subject.weights):
         score *= 1.15
     if len(ev.match_text) < 25:
         score *= 0.7
@@ -658,7 +690,10 @@ def _score_sentence(ev: Evidence, query: Query, subject: Query) -> float:
 
 
 _NOT_SUBJECT = frozenset(
-    "mean means meaning define defined definition stand stands refer refers explain term called word".split()
+    [
+        "mean", "means", "meaning", "define", "defined", "definition", "stand", "stands", "refer", "refers",
+        "explain", "term", "called", "word"
+    ]
 )
 
 
@@ -677,7 +712,9 @@ def best_sentence(query: Query, cands: list[Candidate]) -> tuple[Evidence | None
     the definition. Otherwise the best sentence, with the one before it when it opens with "It/This/…", and
     the one after it when it is short.
     """
-    subject = Query(query.text, query.kind, {t: w for t, w in query.weights.items() if t not in _NOT_SUBJECT})
+    subject = Query(
+        query.text, query.kind, {t: w for t, w in query.weights.items() if t not in _NOT_SUBJECT}, table=query.table
+    )
     if not subject.weights:
         subject = query
     evidence = [ev for c in cands for ev in sentence_evidence(c)]
@@ -734,29 +771,61 @@ def _no_match(question: str) -> Answer:
     )
 
 
-def where_answer(question: str, result: SearchResult, manifest: Manifest, cands: list[Candidate]) -> Answer:
+WHERE_HIT = 1.0
+
+
+def _markdown_before(records: dict[int, CellRecord], idx: int) -> CellRecord | None:
+    return next(
+        (records[i] for i in (idx - 1, idx - 2) if i in records and records[i].cell_type == "markdown"), None
+    )
+
+
+def _where_cell(query: Query, cands: list[Candidate], nb: NotebookResult) -> Candidate | None:
+    """The code cell of the top notebook that does what the question describes: its source, and the heading and
+    markdown just above it (where people explain, in their words, what the code does)."""
+    best: tuple[float, int] | None = None
+    chosen = None
+    for cand in cands:
+        if cand.nb is not nb or cand.cell.cell_type != "code" or not cand.cell.source.strip():
+            continue
+        own, found = query.overlap(cand.source_vocab)
+        around, _ = query.overlap(cand.around_vocab, skip=found)
+        score = own + 0.8 * around
+        if cand.hit_rank is not None:
+            score *= 1.0 + WHERE_HIT / (1 + cand.hit_rank)  # retrieval's own pick counts for a lot
+        key = (score, -cand.cell.idx)
+        if best is None or key > best:
+            best, chosen = key, cand
+    return chosen if best is not None and best[0] > 0 else None
+
+
+def where_answer(
+    question: str, result: SearchResult, manifest: Manifest, cands: list[Candidate], query: Query | None = None
+) -> Answer:
     """The notebook, the section and the cell (and the markdown explaining it), then other places."""
     nb = result.notebooks[0]
     hit = nb.hits[0]
     records = {c.idx: c for c in manifest.cells(nb.nb_sha)}
-    anchor = records.get(hit.cell)
     cited: list[Citation] = []
     lines: list[str] = []
-    heading = hit.heading or next((c.heading for c in cands if c.nb is nb and c.cell.idx == hit.cell), "")
-    if anchor is not None and anchor.cell_type == "markdown":
-        code = next(
-            (records[i] for i in range(hit.cell + 1, hit.cell + 3) if i in records and records[i].cell_type == "code"),
-            None,
-        )
-        explained = anchor
-        anchor = code or anchor
+    picked = _where_cell(query, cands, nb) if query is not None else None
+    if picked is not None:
+        anchor: CellRecord | None = picked.cell
+        heading = picked.heading
+        explained = _markdown_before(records, anchor.idx)
     else:
-        explained = next(
-            (records[i] for i in (hit.cell - 1, hit.cell - 2) if i in records and records[i].cell_type == "markdown"),
-            None,
-        )
-    assert anchor is not None or explained is not None
+        anchor = records.get(hit.cell)
+        heading = hit.heading or next((c.heading for c in cands if c.nb is nb and c.cell.idx == hit.cell), "")
+        if anchor is not None and anchor.cell_type == "markdown":
+            following = [records[i] for i in (hit.cell + 1, hit.cell + 2) if i in records]
+            code = next((c for c in following if c.cell_type == "code"), None)
+            explained = anchor
+            anchor = code or anchor
+        else:
+            explained = _markdown_before(records, hit.cell)
     main = anchor if anchor is not None else explained
+    if main is None:
+        return _no_match(question)
     citation = Citation(nb.notebook, main.idx, main.cell_id, nb.nb_sha)
     cited.append(citation)
     where = f"In {nb.notebook}{_meta(nb)}"
@@ -793,6 +862,12 @@ def value_answer(
         evidence.extend(output_evidence(cand, query))
         evidence.extend(source_evidence(cand))
     best = _best(evidence, query, want_number)
+    if not want_number and _FIGURE_WORDS.search(query.text):
+        # "plot of …", "show the … fields": the answer is a figure when the notebooks hold a matching one
+        figures = [ev for ev in evidence if ev.origin == "figure" and ev.score > 0]
+        if figures:  # in the best-ranked notebook that has one: retrieval knows notebooks better than captions
+            first = min(ev.cand.rank for ev in figures)
+            best = max((ev for ev in figures if ev.cand.rank == first), key=lambda e: (e.score, -e.cand.cell.idx))
     if best is None:
         return None, 0.0
     citation = best.cand.citation()
@@ -816,11 +891,12 @@ def extractive_answer(
         return _no_match(question)
     query = Query.parse(question, kind)
     cands = candidates(result, manifest, max_notebooks)
+    query.index([c.vocab for c in cands])
     if not any(query.overlap(c.vocab)[0] > 0 for c in cands):
         return _no_match(question)  # vector search always finds neighbours; none of them shares a word
     query.reweight([c.vocab for c in cands])
     if query.kind == "where":
-        return where_answer(question, result, manifest, cands)
+        return where_answer(question, result, manifest, cands, query)
     if query.kind == "value":
         found, _ = value_answer(question, query, cands)
         if found is not None:
@@ -841,6 +917,8 @@ def extractive_answer(
     value, value_score = value_answer(question, query, cands, want_number=False)
     term, term_score = term_answer(question, query, cands)
     ratio = 1.0 if _EXPLAIN.search(question) else 0.35
+    if value is not None and value.text.startswith("Figure") and _FIGURE_WORDS.search(question):
+        return value
     if value is not None and value_score >= ratio * term_score:
         return value
     if term is not None:

@@ -49,7 +49,8 @@ class ThinkFilter:
     """Removes `<think>…</think>` blocks from a stream of text pieces; tags may be split across pieces.
 
     A `</think>` with no opening tag (some servers put the opening tag in the prompt template) ends a block that
-    began at the start of the stream: text before it that has not been sent yet is dropped.
+    began at the start of the stream: what was before it is dropped if it has not been sent yet; if it has,
+    `restarted` is set and `sent` (the answer so far) starts again after the tag.
     """
 
     OPEN = "<think>"
@@ -59,7 +60,8 @@ class ThinkFilter:
         self.buffer = ""
         self.inside = False
         self.started = False  # any visible text sent yet
-        self.sent = ""
+        self.sent = ""  # the visible answer so far
+        self.restarted = False
 
     @staticmethod
     def _partial(text: str, tag: str) -> int:
@@ -87,8 +89,12 @@ class ThinkFilter:
             start = lowered.find(self.OPEN)
             orphan = lowered.find(self.CLOSE)
             if orphan >= 0 and (start < 0 or orphan < start):
-                # `</think>` without `<think>`: what came before it in this buffer was thinking too
+                # `</think>` without `<think>`: what came before it was thinking too
                 self.buffer = self.buffer[orphan + len(self.CLOSE) :]
+                if self.sent or out:
+                    self.restarted = True
+                    self.sent, self.started = "", False
+                    out.clear()
                 continue
             if start < 0:
                 keep = max(self._partial(self.buffer, self.OPEN), self._partial(self.buffer, self.CLOSE))
@@ -118,7 +124,9 @@ class ThinkFilter:
 def strip_think(text: str) -> str:
     """`text` without its think blocks (the non-streaming form of `ThinkFilter`)."""
     f = ThinkFilter()
-    return (f.feed(text) + f.flush()).strip()
+    f.feed(text)
+    f.flush()
+    return f.sent.strip()
 
 
 _CITATION = re.compile(
@@ -212,11 +220,9 @@ class LLMClient:
 
     def _wait(self, attempt: int, response: httpx.Response | None = None) -> None:
         delay = self.backoff * (2**attempt)
-        if response is not None:
-            try:
-                delay = max(delay, min(float(response.headers.get("retry-after", "")), 30.0))
-            except ValueError:
-                pass
+        retry_after = response.headers.get("retry-after", "") if response is not None else ""
+        if re.fullmatch(r"\d+(?:\.\d+)?", retry_after.strip()):
+            delay = max(delay, min(float(retry_after), 30.0))  # seconds form only; capped
         time.sleep(delay)
 
     def stream_chat(self, messages: list[dict[str, str]]) -> Iterator[str]:

@@ -266,9 +266,7 @@ def api_notebook(state: State, nb_id: NbId) -> dict[str, Any]:
     }
 
 
-@router.get(
-    "/notebooks/{nb_id}/cells/{index}", response_model=CellDetail, responses=NOT_FOUND, summary="One cell"
-)
+@router.get("/notebooks/{nb_id}/cells/{index}", response_model=CellDetail, responses=NOT_FOUND, summary="One cell")
 def api_cell(state: State, nb_id: NbId, index: Annotated[int, Path(description="0-based cell index")]) -> CellDetail:
     try:
         content = state.content(nb_id)

@@ -15,6 +15,13 @@ from nbrecall.web.security import MAX_BODY, SecurityMiddleware
 from nbrecall.web.state import WebState
 
 STATIC = Path(__file__).parent / "static"
+# uvicorn settings for serving the app (the CLI and the tests use the same): no Server header, no trust in
+# X-Forwarded-* headers, and room for a 2,000-character non-ASCII query (~18 KB percent-encoded) in the URL.
+UVICORN_OPTIONS: dict[str, Any] = {
+    "server_header": False,
+    "proxy_headers": False,
+    "h11_max_incomplete_event_size": 96 * 1024,
+}
 
 
 class NbrecallApp(FastAPI):

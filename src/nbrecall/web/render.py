@@ -75,9 +75,7 @@ def render_markdown(text: str, attachments: dict[str, dict[str, str]] | None = N
     """Markdown (with inline HTML, as Jupyter allows) → sanitized HTML; `attachment:` images become data URIs."""
     rendered = _markdown().render(text)
     if attachments and "attachment:" in rendered:
-        rendered = re.sub(
-            r'src="attachment:([^"]*)"', lambda m: _attachment_src(m.group(1), attachments), rendered
-        )
+        rendered = re.sub(r'src="attachment:([^"]*)"', lambda m: _attachment_src(m.group(1), attachments), rendered)
     return Markup(sanitize_html(rendered))
 
 
@@ -177,9 +175,7 @@ def render_output(output: Output) -> Markup:
             if image is not None:
                 return image
     if "text/markdown" in data:
-        return Markup('<div class="output-markdown">{}</div>').format(
-            render_markdown(_as_text(data["text/markdown"]))
-        )
+        return Markup('<div class="output-markdown">{}</div>').format(render_markdown(_as_text(data["text/markdown"])))
     for mime in ("text/latex", "application/json"):
         if mime in data:
             return _pre(_as_text(data[mime]), "output-text")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -34,7 +35,7 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
 ]
 TOKEN_COOKIE = "nbrecall_token"  # a namespaced name: cookies on localhost are shared by every port
 MAX_BODY = 64 * 1024
-MAX_QUERY_STRING = 8 * 1024
+MAX_QUERY_STRING = 64 * 1024  # q ≤ 2,000 characters is checked per field (422); this bounds the rest
 PUBLIC_PREFIXES = ("/static/",)
 
 Scope = MutableMapping[str, Any]
@@ -79,21 +80,26 @@ def _headers(scope: Scope) -> dict[bytes, bytes]:
     return {k.lower(): v for k, v in scope.get("headers") or []}
 
 
-def presented_token(scope: Scope) -> str | None:
-    """The token a request carries: `Authorization: Bearer …`, else the `nbrecall_token` cookie."""
+def cookie_value(token: str) -> str:
+    """What the sign-in cookie holds: a digest of the token, never the token itself (and always cookie-safe)."""
+    return hashlib.sha256(b"nbrecall-cookie\0" + token.encode("utf-8")).hexdigest()
+
+
+def authorized(scope: Scope, token: str) -> bool:
+    """The request carries `Authorization: Bearer <token>` or the sign-in cookie; compared in constant time."""
     headers = _headers(scope)
     auth = headers.get(b"authorization", b"").decode("latin-1")
     if auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
+        return token_matches(token, auth[7:].strip())
     raw = headers.get(b"cookie", b"").decode("latin-1")
     if raw:
         try:
             cookie = SimpleCookie(raw)
         except Exception:
-            return None
+            return False
         if TOKEN_COOKIE in cookie:
-            return cookie[TOKEN_COOKIE].value
-    return None
+            return token_matches(cookie_value(token), cookie[TOKEN_COOKIE].value)
+    return False
 
 
 async def _send_simple(send: Send, status: int, body: str, content_type: bytes, extra=()) -> None:  # noqa: ANN001
@@ -156,13 +162,13 @@ class SecurityMiddleware:
             await _reject(scope, send_with_headers, 414, "query string too long")
             return
 
-        if self.token and not path.startswith(PUBLIC_PREFIXES):
-            given = presented_token(scope)
-            if path == "/" and not token_matches(self.token, given):
+        if self.token and not path.startswith(PUBLIC_PREFIXES) and not authorized(scope, self.token):
+            if path == "/":
                 query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
                 from_url = (query.get("token") or [None])[0]
                 if from_url is not None and token_matches(self.token, from_url):
-                    cookie = f"{TOKEN_COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict".encode()
+                    value = cookie_value(self.token)
+                    cookie = f"{TOKEN_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict".encode()
                     await send_with_headers(
                         {
                             "type": "http.response.start",
@@ -172,15 +178,14 @@ class SecurityMiddleware:
                     )
                     await send_with_headers({"type": "http.response.body", "body": b""})
                     return
-            if not token_matches(self.token, given):
-                await _reject(
-                    scope,
-                    send_with_headers,
-                    401,
-                    "a token is required: send 'Authorization: Bearer <token>' or open /?token=<token> once",
-                    [(b"www-authenticate", b"Bearer")],
-                )
-                return
+            await _reject(
+                scope,
+                send_with_headers,
+                401,
+                "a token is required: send 'Authorization: Bearer <token>' or open /?token=<token> once",
+                [(b"www-authenticate", b"Bearer")],
+            )
+            return
 
         declared = _headers(scope).get(b"content-length")
         if declared is not None:

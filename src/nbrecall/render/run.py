@@ -1,0 +1,253 @@
+"""Render notebooks: read, scan paths, execute in the sandbox, compare, store — one notebook or many in a pool.
+
+Stored per notebook, named by the SHA-256 of the original file (so a result stays valid until the file changes):
+
+    <out>/<sha256>.json    RenderResult.to_dict(): status, reason, per-cell statuses, path scan, execution facts
+    <out>/<sha256>.ipynb   the executed copy (nbformat 4.5; cell ids are the original's ids, synthetic ones too)
+
+`<out>` defaults to `<index>/renders`. The original files are only ever read.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat import v4
+
+from nbrecall.notebook.model import Notebook
+from nbrecall.notebook.read import NotebookUnreadable, read_notebook, read_notebook_bytes, sha256_bytes
+from nbrecall.render.compare import CompareOptions, RenderResult, compare_notebook, stale_result
+from nbrecall.render.paths import PathRule, parse_rules, scan_notebook
+from nbrecall.render.sandbox import (
+    Limits,
+    SandboxSpec,
+    SandboxUnavailable,
+    describe,
+    execute_notebook,
+    sandbox_problem,
+)
+
+
+@dataclass
+class RenderOptions:
+    """Everything a render needs; `from_settings` builds it from `Settings.render` plus the index folder."""
+
+    out_dir: Path
+    data_dir: Path | None = None
+    rules: list[PathRule] = field(default_factory=list)
+    limits: Limits = field(default_factory=Limits)
+    python: str = sys.executable
+    workers: int = 2
+    copy_limit_mb: int = 256
+    compare: CompareOptions = field(default_factory=CompareOptions)
+    hide: list[Path] = field(default_factory=list)  # folders the sandbox must not see (the index)
+    write: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Any, out_dir: Path | None = None, data_dir: Path | None = None) -> RenderOptions:
+        r = settings.render
+        index_dir = Path(settings.index_dir)
+        out = out_dir or (Path(r.out_dir) if r.out_dir else index_dir / "renders")
+        data = data_dir or (Path(r.data_dir) if r.data_dir else None)
+        return cls(
+            out_dir=out,
+            data_dir=data,
+            rules=parse_rules(r.path_map),
+            limits=Limits(cell_timeout=r.cell_timeout, notebook_timeout=r.notebook_timeout,
+                          memory_mb=r.memory_mb, cpu_seconds=r.cpu_seconds),
+            python=r.python or sys.executable,
+            workers=r.workers,
+            copy_limit_mb=r.copy_limit_mb,
+            compare=CompareOptions(rel_tol=r.rel_tol, compare_stderr=r.compare_stderr),
+            hide=[index_dir, out],
+        )
+
+
+def to_executable(notebook: Notebook) -> nbformat.NotebookNode:
+    """An nbformat-4.5 node with the notebook's cells (sources and ids; no outputs) for a fresh run."""
+    cells = []
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            node = v4.new_code_cell(cell.source, id=cell.id)
+        elif cell.cell_type == "markdown":
+            node = v4.new_markdown_cell(cell.source, id=cell.id)
+        else:
+            node = v4.new_raw_cell(cell.source, id=cell.id)
+        if cell.tags:
+            node.metadata["tags"] = list(cell.tags)
+        cells.append(node)
+    nb = v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def _environment(python: str) -> dict[str, str]:
+    return {"python": platform.python_version() if python == sys.executable else python,
+            "platform": platform.platform(terse=True), "backend": "bwrap"}
+
+
+def render_notebook(path: Path, root: Path | None, options: RenderOptions) -> tuple[RenderResult, Any]:
+    """Render one notebook file; returns the result and the executed notebook node (None if it did not run)."""
+    shown = str(path)
+    started = time.monotonic()
+    stamp = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return stale_result(shown, "", f"unreadable: {exc.strerror or exc}"), None
+    sha = sha256_bytes(data)
+    try:
+        original = read_notebook_bytes(data, shown)
+    except NotebookUnreadable as exc:
+        return stale_result(shown, sha, f"unreadable: {exc.reason}"), None
+    scan = scan_notebook(original, options.rules, options.data_dir)
+
+    def finish(result: RenderResult) -> RenderResult:
+        result.paths = scan.to_dict()
+        result.rendered_at = stamp
+        result.environment = _environment(options.python)
+        result.execution.setdefault("duration_s", round(time.monotonic() - started, 3))
+        return result
+
+    if original.language not in ("python", "python3", "python2", ""):
+        return finish(stale_result(shown, sha, f"kernel not available: {original.language}")), None
+    problem = sandbox_problem()
+    if problem:
+        return finish(stale_result(shown, sha, "sandbox unavailable", [problem])), None
+    spec = SandboxSpec(
+        workdir=path.parent, project_dir=root if root is not None and root.is_dir() else path.parent,
+        data_dir=options.data_dir, rules=options.rules, hide=options.hide, python=options.python,
+        limits=options.limits, copy_limit_mb=options.copy_limit_mb,
+    )
+    try:
+        execution = execute_notebook(to_executable(original), spec)
+    except SandboxUnavailable as exc:
+        return finish(stale_result(shown, sha, "sandbox unavailable", [str(exc)])), None
+    executed = execution.notebook
+    fresh = read_notebook_bytes(nbformat.writes(executed).encode("utf-8"), shown)
+    result = compare_notebook(original, fresh, execution, options.compare)
+    result.execution = describe(execution)
+    result.notes = list(execution.notes)
+    if scan.unmapped:
+        result.notes.append(f"{len(scan.unmapped)} absolute path(s) no rule maps: " + ", ".join(scan.unmapped[:5]))
+    return finish(result), executed
+
+
+def render_file_name(sha256: str, suffix: str = ".json") -> str:
+    return f"{sha256}{suffix}"
+
+
+def write_render(result: RenderResult, executed: Any, out_dir: Path) -> Path:
+    """Store `<sha>.json` (+ `<sha>.ipynb` when the notebook ran); write-then-rename, so readers see whole files."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key = result.sha256 or sha256_bytes(result.path.encode())
+    target = out_dir / render_file_name(key)
+    if executed is not None:
+        nb_path = out_dir / render_file_name(key, ".ipynb")
+        tmp = nb_path.with_suffix(".ipynb.tmp")
+        tmp.write_text(nbformat.writes(executed), encoding="utf-8")
+        os.replace(tmp, nb_path)
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result.to_dict(), indent=1, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def load_render(out_dir: Path, sha256: str) -> RenderResult | None:
+    """The stored result for a notebook hash, or None."""
+    path = out_dir / render_file_name(sha256)
+    try:
+        return RenderResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
+
+
+def load_fresh_notebook(out_dir: Path, sha256: str, display_path: str) -> Notebook | None:
+    """The executed copy as a `Notebook` (fresh outputs, original cell ids), or None when there is none."""
+    path = out_dir / render_file_name(sha256, ".ipynb")
+    if not path.is_file():
+        return None
+    try:
+        return read_notebook(path, display_path=display_path)
+    except NotebookUnreadable:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Many notebooks
+
+
+def discover(roots: Iterable[Path], exclude: list[str] | None = None) -> list[tuple[Path, Path | None]]:
+    """`(notebook, root)` pairs: every notebook under each root (a file root is its own root's parent)."""
+    from nbrecall.notebook.files import walk_notebooks
+
+    pairs: list[tuple[Path, Path | None]] = []
+    for root in roots:
+        base = root if root.is_dir() else root.parent
+        for nb in walk_notebooks(root, exclude=exclude or [".ipynb_checkpoints"]):
+            pairs.append((nb, base))
+    return pairs
+
+
+def _worker(path: str, root: str | None, options: RenderOptions) -> dict[str, Any]:
+    result, executed = render_notebook(Path(path), Path(root) if root else None, options)
+    if options.write:
+        write_render(result, executed, options.out_dir)
+    return result.to_dict()
+
+
+def render_many(
+    items: list[tuple[Path, Path | None]],
+    options: RenderOptions,
+    on_result: Callable[[RenderResult], None] | None = None,
+) -> Iterator[RenderResult]:
+    """Render `items` with `options.workers` processes (spawned); yield results as they finish."""
+    if not items:
+        return
+    workers = max(1, options.workers)
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        pending: dict[Future[dict[str, Any]], Path] = {}
+        queue = list(items)
+        while queue or pending:
+            while queue and len(pending) < workers * 2:
+                path, root = queue.pop(0)
+                pending[pool.submit(_worker, str(path), str(root) if root else None, options)] = path
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                path = pending.pop(fut)
+                try:
+                    result = RenderResult.from_dict(fut.result())
+                except Exception as exc:  # a worker crash must not stop the run
+                    result = stale_result(str(path), "", f"render error: {type(exc).__name__}", [str(exc)[:300]])
+                if on_result is not None:
+                    on_result(result)
+                yield result
+
+
+def summarise(results: list[RenderResult]) -> dict[str, Any]:
+    """Counts by status, reasons by frequency, cell counts: what the CLI table and the drift report show."""
+    status = Counter(r.status for r in results)
+    reasons = Counter(r.reason for r in results if r.status == "stale")
+    cells: Counter[str] = Counter()
+    for r in results:
+        cells.update(r.counts())
+    return {
+        "notebooks": len(results),
+        "status": {s: status.get(s, 0) for s in ("fresh", "changed", "stale")},
+        "reasons": reasons.most_common(),
+        "cells": dict(cells),
+    }

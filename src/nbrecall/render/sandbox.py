@@ -1,0 +1,491 @@
+"""Execute one notebook with nbclient against an IPython kernel that runs inside bubblewrap.
+
+The sandbox (one per notebook, thrown away afterwards):
+
+- no network (`--unshare-net`: only a loopback of its own), its own pid/ipc/uts namespaces, no capabilities,
+  killed with its parent;
+- read-only: `/usr` (and the `/bin`, `/lib*` links), `/etc/fonts`, `/etc/ld.so.cache`, the kernel's interpreter
+  and its environment (`sys.prefix`, `sys.base_prefix`), the data folder at `/data`, POSIX path rules as bind
+  mounts (see `paths.py`), and the tree the notebook was found in at `/project`;
+- writable and throw-away: a tmpfs home (`/home/nb`) and `/tmp`, and a copy of the notebook's own folder over
+  its place in `/project` (when the folder is larger than the copy limit it stays read-only, with a note);
+  the index folder, when it lies inside the tree, is hidden under an empty tmpfs;
+- a cleared environment: `HOME`, `PATH`, `LANG=C.UTF-8`, `TZ=UTC`, `PYTHONHASHSEED=0`, `SOURCE_DATE_EPOCH`,
+  one BLAS/OpenMP thread, and the Windows/UNC path rules for `_kernel_paths.py`;
+- limits: address space (`prlimit --as`, a `MemoryError` in the cell, or a dead kernel) and CPU seconds
+  (`prlimit --cpu`, a dead kernel), a per-cell timeout and a whole-notebook timeout (the kernel is killed).
+
+The kernel talks to nbclient over ipc (Unix sockets) in a per-run folder bound at the same path on both sides.
+The notebook executed is an in-memory copy: nothing is ever written back to the file it came from. Without
+`bwrap` or `prlimit` the notebook is not run at all (`SandboxUnavailable`, reason `sandbox unavailable`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import ensure_async
+from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+from nbrecall.render.paths import DATA_MOUNT, HOME, PROJECT_MOUNT, PathRule, posix_binds, windows_rules
+
+SOURCE_DATE_EPOCH = "1500000000"  # fixed, so that SVG/PDF metadata dates do not differ between runs
+_KERNEL_PATHS = Path(__file__).with_name("_kernel_paths.py")
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap or prlimit is missing or cannot create a sandbox here; nothing is run unsandboxed."""
+
+
+@dataclass
+class Limits:
+    """Resource limits of one notebook run."""
+
+    cell_timeout: float = 60.0  # seconds per cell (nbclient), then the run stops: reason `timeout`
+    notebook_timeout: float = 600.0  # seconds for the whole notebook, kernel start included
+    memory_mb: int = 4096  # address-space limit of the kernel (RLIMIT_AS)
+    cpu_seconds: int = 900  # CPU-time limit of the kernel (RLIMIT_CPU); SIGXCPU, then SIGKILL 5 s later
+    startup_timeout: float = 60.0  # seconds for the kernel to answer kernel_info
+
+
+@dataclass
+class SandboxSpec:
+    """Where one notebook runs: the folders it sees and its limits."""
+
+    workdir: Path  # the notebook's own folder on the host (becomes the working directory)
+    project_dir: Path | None = None  # the tree it was found in (default: workdir); read-only at /project
+    data_dir: Path | None = None  # read-only at /data
+    rules: list[PathRule] = field(default_factory=list)
+    hide: list[Path] = field(default_factory=list)  # host folders under project_dir to hide (the index)
+    python: str = sys.executable  # the kernel's interpreter; it needs ipykernel
+    limits: Limits = field(default_factory=Limits)
+    copy_limit_mb: int = 256  # largest notebook folder copied as a writable work dir
+
+
+@dataclass
+class CellError:
+    """An error output of a fresh run (or the timeout / dead kernel that stopped it at this cell)."""
+
+    index: int
+    id: str
+    ename: str
+    evalue: str
+
+
+@dataclass
+class Execution:
+    """What one sandboxed run produced. `notebook` is the executed in-memory copy (an nbformat node)."""
+
+    notebook: nbformat.NotebookNode | None
+    errors: list[CellError] = field(default_factory=list)
+    executed: list[int] = field(default_factory=list)  # indices of code cells that ran to a reply
+    not_run: list[int] = field(default_factory=list)  # code cells never reached (after a timeout or death)
+    timed_out: int | None = None  # the cell index that hit the cell timeout
+    died_at: int | None = None  # the cell index running when the kernel died
+    notebook_timeout: bool = False
+    kernel_died: bool = False
+    exit_code: int | None = None  # the kernel's exit status when it died (negative: signal)
+    reason: str = ""  # "" when the run completed; else a stale reason (see `classify`)
+    stderr: str = ""  # tail of the kernel's own stderr (not the cells')
+    duration_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Availability
+
+
+@lru_cache(maxsize=1)
+def sandbox_problem() -> str:
+    """'' when bubblewrap and prlimit work here, else why not (one line)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bwrap not found (install bubblewrap: apt-get install -y bubblewrap)"
+    if shutil.which("prlimit") is None:
+        return "prlimit not found (install util-linux)"
+    try:
+        probe = subprocess.run(
+            [bwrap, "--unshare-net", "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/",
+             "--proc", "/proc", "--dev", "/dev", "true"],
+            capture_output=True, timeout=20, text=True,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap failed to start: {exc}"
+    if probe.returncode != 0:
+        return f"bwrap cannot create a sandbox here: {probe.stderr.strip()[:200]}"
+    return ""
+
+
+def check_sandbox() -> None:
+    problem = sandbox_problem()
+    if problem:
+        raise SandboxUnavailable(problem)
+
+
+@lru_cache(maxsize=8)
+def interpreter_prefixes(python: str) -> tuple[str, ...]:
+    """The folders the interpreter needs (its prefix, base prefix, executable's real location), deduplicated."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    else:
+        out = subprocess.run(
+            [python, "-c", "import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix,"
+                           " sys.base_exec_prefix]))"],
+            capture_output=True, text=True, timeout=60, check=True,
+        )
+        paths = json.loads(out.stdout)
+    real = os.path.realpath(python)
+    paths.append(os.path.dirname(os.path.dirname(real)))
+    keep: list[str] = []
+    for p in sorted({os.path.realpath(p) for p in paths} | {os.path.abspath(p) for p in paths}, key=len):
+        if p in ("/", "/usr") or p.startswith("/usr/") or any(p.startswith(k + "/") for k in keep):
+            continue
+        keep.append(p)
+    return tuple(keep)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Preparing the run folder and the bwrap command
+
+
+def _copy_tree(src: Path, dst: Path, limit_bytes: int) -> bool:
+    """Copy `src` to `dst` (symlinks kept as links; .git and checkpoints skipped); False if over the limit."""
+    total = 0
+    skip = {".git", ".ipynb_checkpoints", "__pycache__"}
+    for root, dirs, files in os.walk(src):
+        dirs[:] = [d for d in dirs if d not in skip]
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+            if total > limit_bytes:
+                return False
+    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(*skip))
+    return True
+
+
+class _Prepared:
+    """A per-notebook run folder (ipc sockets, startup file, passwd, work copy) and the bwrap command line."""
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        self.spec = spec
+        self.notes: list[str] = []
+        self.root = Path(tempfile.mkdtemp(prefix="nbr-"))
+        self.ipc = self.root / "ipc"
+        self.ipc.mkdir()
+        self.log_path = self.root / "kernel.log"
+        project = (spec.project_dir or spec.workdir).resolve()
+        workdir = spec.workdir.resolve()
+        try:
+            self.rel = workdir.relative_to(project).as_posix()
+        except ValueError:
+            project, self.rel = workdir, "."
+        self.project = project
+        self.workdir = workdir
+        self.cwd = PROJECT_MOUNT if self.rel == "." else f"{PROJECT_MOUNT}/{self.rel}"
+        self.copy: Path | None = self.root / "work"
+        if not _copy_tree(workdir, self.copy, spec.copy_limit_mb * 1024 * 1024):
+            self.copy = None
+            self.notes.append(f"notebook folder larger than {spec.copy_limit_mb} MB: read-only in the sandbox")
+        (self.root / "passwd").write_text(f"nb:x:0:0:nb:{HOME}:/bin/sh\n")
+        (self.root / "group").write_text("nb:x:0:\n")
+        (self.root / "matplotlibrc").write_text("svg.hashsalt: nbrecall\n")
+        startup = self.root / "startup.py"
+        startup.write_text(
+            "exec(compile(open('/nbrecall/_kernel_paths.py').read(), '/nbrecall/_kernel_paths.py', 'exec'),"
+            " {'__name__': '_nbrecall_paths'})\n"
+        )
+        self.startup = startup
+
+    def command(self, connection_file: str) -> list[str]:
+        spec, lim = self.spec, self.spec.limits
+        bwrap = shutil.which("bwrap") or "bwrap"
+        cmd = [bwrap, "--die-with-parent", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+               "--unshare-cgroup-try", "--cap-drop", "ALL", "--hostname", "sandbox"]
+        cmd += ["--ro-bind", "/usr", "/usr"]
+        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            host = Path("/") / name
+            if host.is_symlink():
+                cmd += ["--symlink", os.readlink(host), f"/{name}"]
+            elif host.is_dir():
+                cmd += ["--ro-bind", str(host), f"/{name}"]
+        for etc in ("/etc/fonts", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/mime.types"):
+            if os.path.exists(etc):
+                cmd += ["--ro-bind", etc, etc]
+        cmd += ["--ro-bind", str(self.root / "passwd"), "/etc/passwd",
+                "--ro-bind", str(self.root / "group"), "/etc/group"]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", HOME]
+        cmd += ["--ro-bind", str(self.root / "matplotlibrc"), f"{HOME}/.config/matplotlib/matplotlibrc"]
+        for prefix in interpreter_prefixes(spec.python):
+            cmd += ["--ro-bind", prefix, prefix]
+        cmd += ["--ro-bind", str(self.project), PROJECT_MOUNT]
+        if self.copy is not None:
+            cmd += ["--bind", str(self.copy), self.cwd]
+        for hidden in spec.hide:
+            try:
+                rel = hidden.resolve().relative_to(self.project).as_posix()
+            except (ValueError, OSError):
+                continue
+            if hidden.is_dir() and rel != ".":
+                cmd += ["--tmpfs", f"{PROJECT_MOUNT}/{rel}"]
+        if spec.data_dir is not None:
+            cmd += ["--ro-bind", str(spec.data_dir.resolve()), DATA_MOUNT]
+        binds, notes = posix_binds(spec.rules, spec.data_dir)
+        self.notes += notes
+        for host, target in binds:
+            cmd += ["--ro-bind", str(host), target]
+        cmd += ["--bind", str(self.ipc), str(self.ipc)]
+        cmd += ["--ro-bind", str(_KERNEL_PATHS), "/nbrecall/_kernel_paths.py",
+                "--ro-bind", str(self.startup), "/nbrecall/startup.py"]
+        cmd += ["--chdir", self.cwd, "--clearenv"]
+        env = {
+            "HOME": HOME, "USER": "nb", "LOGNAME": "nb", "SHELL": "/bin/sh",
+            "PATH": f"{os.path.dirname(spec.python)}:/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC",
+            "PYTHONHASHSEED": "0", "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "PYTHONDONTWRITEBYTECODE": "1",
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1", "JUPYTER_PLATFORM_DIRS": "1",
+            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "NUMEXPR_MAX_THREADS": "1", "MALLOC_ARENA_MAX": "2",
+            "MPLCONFIGDIR": f"{HOME}/.config/matplotlib",
+            "NBRECALL_PATH_MAP": json.dumps(windows_rules(spec.rules)),
+        }
+        for key, value in env.items():
+            cmd += ["--setenv", key, value]
+        memory = lim.memory_mb * 1024 * 1024
+        cpu = max(1, int(lim.cpu_seconds))
+        cmd += ["--", shutil.which("prlimit") or "/usr/bin/prlimit", f"--as={memory}", f"--cpu={cpu}:{cpu + 5}",
+                "--core=0", "--", spec.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher",
+                "-f", connection_file, "--HistoryManager.enabled=False",
+                "--IPKernelApp.exec_files=['/nbrecall/startup.py']"]
+        return cmd
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class SandboxKernelManager(AsyncKernelManager):
+    """An async kernel manager whose kernel command is the bubblewrap command of a `_Prepared` run."""
+
+    prepared: _Prepared | None = None
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        assert self.prepared is not None
+        return self.prepared.command(os.path.realpath(self.connection_file))
+
+
+class _Client(NotebookClient):
+    def __init__(self, nb: nbformat.NotebookNode, prepared: _Prepared, **kw: Any) -> None:
+        super().__init__(nb, **kw)
+        self._prepared = prepared
+        self.sandbox_km: SandboxKernelManager | None = None
+
+    def create_kernel_manager(self) -> SandboxKernelManager:
+        km = SandboxKernelManager(kernel_name="python3", transport="ipc",
+                                  ip=str(self._prepared.ipc / "k"),
+                                  connection_file=str(self._prepared.ipc / "kernel.json"))
+        km.prepared = self._prepared
+        self.km = km
+        self.sandbox_km = km
+        return km
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Running
+
+
+def _exit_code(km: SandboxKernelManager | None) -> int | None:
+    try:
+        process = km.provisioner.process if km and km.provisioner else None  # type: ignore[attr-defined]
+    except AttributeError:
+        return None
+    if process is None:
+        return None
+    return process.poll()
+
+
+def _tail(path: Path, limit: int = 2000) -> str:
+    try:
+        data = path.read_bytes()[-limit:]
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace")
+
+
+async def _run(nb: nbformat.NotebookNode, prepared: _Prepared, result: Execution) -> None:
+    lim = prepared.spec.limits
+    client = _Client(
+        nb, prepared,
+        timeout=max(1, math.ceil(lim.cell_timeout)),
+        startup_timeout=max(1, math.ceil(lim.startup_timeout)),
+        allow_errors=True, interrupt_on_timeout=False, record_timing=False, shutdown_kernel="immediate",
+        kernel_name="python3", iopub_timeout=4,
+    )
+    code_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
+    done: set[int] = set()
+    with open(prepared.log_path, "wb") as log:
+        async with client.async_setup_kernel(stdout=log, stderr=log):
+            assert client.kc is not None
+            await client.async_wait_for_reply(await ensure_async(client.kc.kernel_info()))
+            count = 0
+            for index in code_cells:
+                cell = nb.cells[index]
+                try:
+                    count += 1
+                    await client.async_execute_cell(cell, index, execution_count=count)
+                except CellTimeoutError:
+                    result.timed_out = index
+                    break
+                except DeadKernelError:
+                    result.kernel_died = True
+                    result.died_at = index
+                    result.exit_code = _exit_code(client.sandbox_km)
+                    break
+                done.add(index)
+            # a kernel killed by a limit right after replying shows up here
+            if not result.kernel_died and not await ensure_async(client.sandbox_km.is_alive()):
+                result.kernel_died = True
+                result.exit_code = _exit_code(client.sandbox_km)
+    result.executed = sorted(done)
+    result.not_run = [i for i in code_cells if i not in done and i not in (result.timed_out, result.died_at)]
+
+
+def execute_notebook(nb: nbformat.NotebookNode, spec: SandboxSpec) -> Execution:
+    """Run a deep copy of `nb` in a fresh sandbox; return the executed copy, its errors and a stale reason."""
+    check_sandbox()
+    nb = copy.deepcopy(nb)
+    started = time.monotonic()
+    result = Execution(notebook=nb)
+    prepared = _Prepared(spec)
+    result.notes += prepared.notes
+    try:
+        asyncio.run(asyncio.wait_for(_run(nb, prepared, result), timeout=spec.limits.notebook_timeout))
+    except TimeoutError:
+        result.notebook_timeout = True
+    except RuntimeError as exc:  # kernel failed to start, or died before replying
+        result.kernel_died = True
+        result.notes.append(f"kernel error: {exc}")
+    finally:
+        result.stderr = _tail(prepared.log_path)
+        result.notes += [n for n in prepared.notes if n not in result.notes]
+        prepared.cleanup()
+        result.duration_s = time.monotonic() - started
+    code_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
+    if result.notebook_timeout:
+        result.not_run = [i for i in code_cells if i not in result.executed]
+    result.errors = _errors(nb, result)
+    result.reason = classify(result)
+    return result
+
+
+def _errors(nb: nbformat.NotebookNode, result: Execution) -> list[CellError]:
+    errors: list[CellError] = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        cid = str(cell.get("id", ""))
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                errors.append(CellError(index, cid, str(out.get("ename", "")), str(out.get("evalue", ""))))
+                break
+        else:
+            if index == result.timed_out:
+                errors.append(CellError(index, cid, "CellTimeoutError", "cell timeout"))
+            elif index == result.died_at:
+                errors.append(CellError(index, cid, "DeadKernelError", f"kernel died ({_signal_text(result)})"))
+    return errors
+
+
+def _signal(result: Execution) -> int:
+    code = result.exit_code
+    if code is None:
+        return 0
+    return -code if code < 0 else code - 128 if code > 128 else 0
+
+
+def _signal_text(result: Execution) -> str:
+    sig = _signal(result)
+    if sig:
+        try:
+            return f"signal {signal.Signals(sig).name}"
+        except ValueError:
+            return f"signal {sig}"
+    return f"exit code {result.exit_code}" if result.exit_code is not None else "exit code unknown"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Stale reasons
+
+_MODULE_RE = re.compile(r"No module named '([^']+)'")
+_FROM_RE = re.compile(r"cannot import name '[^']+' from '([^']+)'")
+_NETWORK = ("URLError", "ConnectionError", "ConnectionRefusedError", "gaierror", "NewConnectionError",
+            "MaxRetryError", "HTTPError", "SSLError", "socket.gaierror", "TimeoutError")
+
+
+def classify_error(ename: str, evalue: str) -> str:
+    """A stale reason for a cell error: `missing file`, `import error: <module>`, `memory`, ..., `error: <name>`."""
+    if ename == "CellTimeoutError":
+        return "timeout"
+    if ename == "ModuleNotFoundError" or ename == "ImportError":
+        m = _MODULE_RE.search(evalue) or _FROM_RE.search(evalue)
+        return f"import error: {m.group(1).split('.')[0] if m else evalue[:60]}"
+    if ename in ("FileNotFoundError", "IOError") or (ename == "OSError" and "No such file" in evalue):
+        return "missing file"
+    if ename == "MemoryError" or "Unable to allocate" in evalue or "_ArrayMemoryError" in ename:
+        return "memory"
+    if ename in _NETWORK or "Temporary failure in name resolution" in evalue or "Network is unreachable" in evalue:
+        return "no network"
+    if ename == "KeyboardInterrupt":
+        return "timeout"
+    return f"error: {ename or 'unknown'}"
+
+
+def classify(result: Execution) -> str:
+    """The notebook-level stale reason of a run: that of its first problem in cell order; '' when none."""
+    first = result.errors[0] if result.errors else None
+    if first is not None and first.ename != "DeadKernelError":
+        return classify_error(first.ename, first.evalue)
+    if result.kernel_died:
+        if _signal(result) == signal.SIGXCPU:
+            return "timeout"  # the CPU-time limit
+        if any(s in result.stderr for s in ("MemoryError", "std::bad_alloc", "Cannot allocate memory")):
+            return "memory"
+        return "kernel died"
+    if result.notebook_timeout:
+        return "timeout"
+    return ""
+
+
+def describe(result: Execution) -> dict[str, Any]:
+    """A JSON-ready summary of an execution (without the notebook)."""
+    return {
+        "reason": result.reason,
+        "errors": [e.__dict__ for e in result.errors],
+        "executed": result.executed,
+        "not_run": result.not_run,
+        "timed_out": result.timed_out,
+        "died_at": result.died_at,
+        "notebook_timeout": result.notebook_timeout,
+        "kernel_died": result.kernel_died,
+        "exit_code": result.exit_code,
+        "duration_s": round(result.duration_s, 3),
+        "notes": result.notes,
+    }
