@@ -291,3 +291,11 @@ def test_answer_without_citations_gets_a_notice(archive: Archive, fake: FakeLLM)
     done = answer(QUESTION, archive, llm_settings(archive, fake.base_url))
     assert done.mode == "llm" and done.text == "I do not know." and done.citations == []
     assert "cites no cell" in (done.notice or "")
+
+
+def test_base_url_without_model_says_so(archive: Archive, fake: FakeLLM) -> None:
+    settings = llm_settings(archive, fake.base_url)
+    settings.answer.model = None
+    done = answer(QUESTION, archive, settings)
+    assert fake.requests == [] and done.mode == "extractive"
+    assert "answer.model is not" in (done.notice or "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 from pathlib import Path
 
@@ -20,8 +21,8 @@ from nbrecall.notebook.model import Output
 from nbrecall.notebook.read import read_notebook
 from nbrecall.render import compare as cmp
 from nbrecall.render.paths import PathRuleError, map_path, parse_rules, scan_notebook
-from nbrecall.render.run import RenderOptions, load_render, render_many, render_notebook, write_render
-from nbrecall.render.sandbox import Limits, sandbox_problem
+from nbrecall.render.run import RenderOptions, load_render, render_notebook, write_render
+from nbrecall.render.sandbox import Limits, interpreter_prefixes, sandbox_problem
 
 UNC = r"\\srv-calc-01\projects\2017\17-042\inputs\tanks.csv"
 RULES = [
@@ -137,8 +138,8 @@ def test_compare_normalises_and_tolerates() -> None:
     b = cmp.comparable([out(output_type="stream", name="stdout", text="total  0.3\n"),
                         out(output_type="execute_result", data={"text/plain": "<Axes: xlabel='t'>"})], opts)
     assert cmp.outputs_equal(a, b, opts)
-    assert cmp.texts_equal("run at 2017-03-04 12:01:02, id 1b4e28ba-2fa1-11d2-883f-0016d3cca427",
-                           "run at 2026-11-29T21:00:00, id 6fa459ea-ee8a-3ca4-894e-db77e160355e".replace("T", " "))
+    assert cmp.normalise_text("run at 2017-03-04 12:01:02, id 1b4e28ba-2fa1-11d2-883f-0016d3cca427") == \
+        cmp.normalise_text("run at 2026-11-29T21:00:00Z, id 6fa459ea-ee8a-3ca4-894e-db77e160355e")
     assert not cmp.texts_equal("volume 1075.0", "volume 1060.0")
     assert cmp.texts_equal("1.0000001", "1.0000002")  # within 1e-6 relative
     assert not cmp.texts_equal("1.00001", "1.00002")
@@ -211,6 +212,9 @@ def test_sandbox_boundaries(tmp_path: Path) -> None:
     secret.write_text("index secret")
     host_file = tmp_path.parent / f"host-{tmp_path.name}.txt"  # outside every bound folder
     host_file.write_text("host secret")
+    home = Path.home()  # the host home: only the interpreter's own folder (if it lives there) may show
+    visible = sorted({Path(p).relative_to(home).parts[0] for p in interpreter_prefixes(sys.executable)
+                      if Path(p).is_relative_to(home)})
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -237,7 +241,7 @@ def test_sandbox_boundaries(tmp_path: Path) -> None:
             f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)",
             f"open({str(host_file)!r}).read()",
             "open('index/secret.txt').read()",  # hidden: the index folder is under an empty tmpfs
-            "import os\nos.listdir('/root')",
+            f"import os\nsorted(os.listdir({str(home)!r})) if os.path.isdir({str(home)!r}) else []",
             "open('/data/share/new.csv', 'w').write('x')",
             "open('/mnt/share/x.csv', 'a').write('x')",
             "open('scratch.txt', 'w').write('ok')",  # the work dir is a writable throw-away copy
@@ -251,9 +255,9 @@ def test_sandbox_boundaries(tmp_path: Path) -> None:
     errors = {e["index"]: e["ename"] for e in result.execution["errors"]}
     assert errors[0] in ("ConnectionRefusedError", "OSError", "TimeoutError")
     assert errors[1] == "FileNotFoundError" and errors[2] == "FileNotFoundError"
-    assert errors[3] in ("FileNotFoundError", "PermissionError")
+    assert 3 not in errors and executed.cells[3].outputs[0]["data"]["text/plain"] == repr(visible)
     assert errors[4] == "OSError" and errors[5] == "OSError"  # read-only file system
-    assert 6 not in errors and 7 not in errors
+    assert 6 not in errors and 7 not in errors, result.execution["errors"]
     assert executed.cells[7].outputs[0]["data"]["text/plain"] == "[]"
     assert not accepted
     assert not (tmp_path / "scratch.txt").exists() and (tmp_path / "data/share/x.csv").read_text() == "a,b\n1,2\n3,4\n"
@@ -261,17 +265,30 @@ def test_sandbox_boundaries(tmp_path: Path) -> None:
 
 
 @needs_sandbox
-def test_endless_loop_times_out_and_next_notebook_runs(tmp_path: Path) -> None:
-    loop = write_nb(tmp_path / "a_loop.ipynb", ["print('start')", "while True:\n    pass", "print('never')"])
-    fine = write_nb(tmp_path / "b_fine.ipynb", ["print(6 * 7)"],
-                    [[{"output_type": "stream", "name": "stdout", "text": "42\n"}]])
-    opts = options(tmp_path, None, cell_timeout=3, notebook_timeout=60)
-    results = {Path(r.path).name: r for r in render_many([(loop, tmp_path), (fine, tmp_path)], opts)}
-    slow = results["a_loop.ipynb"]
-    assert (slow.status, slow.reason) == ("stale", "timeout")
+def test_endless_loop_times_out_and_next_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from nbrecall.cli import app
+
+    loop = write_nb(tmp_path / "nbs" / "a_loop.ipynb", ["print('start')", "while True:\n    pass", "print('never')"])
+    drift = write_nb(tmp_path / "nbs" / "b_drift.ipynb", ["print(6 * 7)", "print('x')"],
+                     [[{"output_type": "stream", "name": "stdout", "text": "41\n"}],
+                      [{"output_type": "stream", "name": "stdout", "text": "x\n"}]])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NBRECALL_CONFIG", raising=False)
+    report = tmp_path / "drift.html"
+    res = CliRunner().invoke(app, ["render", str(tmp_path / "nbs"), "--workers", "1", "--cell-timeout", "3",
+                                   "--report", str(report), "--out", str(tmp_path / "out"),
+                                   "--index", str(tmp_path / "index")])
+    assert res.exit_code == 0, res.output
+    slow = load_render(tmp_path / "out", read_notebook(loop).sha256)
+    assert slow is not None and (slow.status, slow.reason) == ("stale", "timeout")
     assert [c.status for c in slow.cells] == ["new", "failed", "failed"]
-    assert results["b_fine.ipynb"].status == "fresh"
-    assert load_render(opts.out_dir, slow.sha256) is not None
+    changed = load_render(tmp_path / "out", read_notebook(drift).sha256)
+    assert changed is not None and changed.status == "changed"
+    assert [c.status for c in changed.cells] == ["changed", "same"]
+    html = report.read_text()
+    assert f"/nb/{changed.sha256}#cell-id=cell-0" in html and "timeout" in html
 
 
 @needs_sandbox
@@ -286,3 +303,19 @@ def test_missing_module_is_an_import_error(tmp_path: Path) -> None:
     nb = write_nb(tmp_path / "imp.ipynb", ["import nbrecall_no_such_module_xyz.sub"])
     result, _ = render_notebook(nb, tmp_path, options(tmp_path, None, notebook_timeout=60))
     assert (result.status, result.reason) == ("stale", "import error: nbrecall_no_such_module_xyz")
+
+
+def test_stale_reasons() -> None:
+    from nbrecall.render.sandbox import _library, classify_error
+
+    tb = ["Cell \x1b[0;32mIn[3], line 1\x1b[0m",
+          "File \x1b[0;32m/venv/lib/python3.11/site-packages/matplotlib/animation.py:1050\x1b[0m, in save"]
+    assert classify_error("RuntimeError", "MovieWriter ffmpeg unavailable", _library(tb)) == \
+        "error: RuntimeError in matplotlib"
+    assert _library(tb[:1]) == ""
+    assert classify_error("ModuleNotFoundError", "No module named 'helper.sub'") == "import error: helper"
+    assert classify_error("ImportError", "cannot import name 'x' from 'scipy.misc' (...)") == "import error: scipy"
+    assert classify_error("OperationalError", "unable to open database file") == "missing file"
+    assert classify_error("Exception", "File `'phugoid.py'` not found.") == "missing file"
+    assert classify_error("URLError", "<urlopen error [Errno -3] Temporary failure in name resolution>") == \
+        "no network"

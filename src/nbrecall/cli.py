@@ -490,7 +490,9 @@ def ask(
         elif event.type == "notice":
             if streamed:
                 sys.stdout.write("\n")
-            err.print(f"[yellow]note:[/yellow] {event.text}", highlight=False)
+            from rich.markup import escape
+
+            err.print(f"[yellow]note:[/yellow] {escape(event.text)}", highlight=False)
         elif event.type == "token":
             sys.stdout.write(event.text)
             sys.stdout.flush()
@@ -569,7 +571,8 @@ def key_clear(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
 def render(
     roots: Annotated[list[Path], typer.Argument(help="Folders (or notebooks) to re-render.")],
     data: Annotated[
-        Path | None, typer.Option("--data", help="Data folder, read-only at /data in the sandbox ([render] data_dir).")
+        Path | None,
+        typer.Option("--data", help="Data folder, read-only at /data in the sandbox (config: render.data_dir)."),
     ] = None,
     workers: Annotated[int | None, typer.Option("--workers", help="Notebooks run in parallel (default 2).")] = None,
     cell_timeout: Annotated[
@@ -582,11 +585,13 @@ def render(
 ) -> None:
     """Re-execute notebooks in a sandbox and report which outputs still reproduce.
 
-    Each notebook runs in bubblewrap (no network, read-only interpreter and data folder, throw-away home, cleared
-    environment, memory/CPU limits, per-cell timeout); Windows/UNC and absolute paths are mapped onto the data
-    folder by [[render.path_map]] rules. Status per notebook: fresh (outputs reproduce), changed (ran, outputs
-    differ) or stale (could not re-execute: missing file, import error, timeout, memory, kernel died, ...).
-    Results go to <out>/<sha256>.json and .ipynb; the notebook files are never modified.
+    Each notebook runs in bubblewrap (no network, read-only interpreter and data folder, throw-away home,
+    cleared environment, memory/CPU limits, per-cell timeout); Windows/UNC and absolute paths are mapped onto
+    the data folder by the render.path_map rules of nbrecall.toml. Status per notebook: fresh (outputs
+    reproduce), changed (ran, outputs differ) or stale (could not re-execute: missing file, import error,
+    timeout, memory, kernel died, ...). Results go to <out>/<sha256>.json and .ipynb; the notebook files are
+    never modified. Needs bubblewrap and prlimit; without them nothing runs and every notebook is recorded
+    stale (sandbox unavailable), exit code 3.
     """
     import time
 

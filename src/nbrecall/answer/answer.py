@@ -53,7 +53,11 @@ def stream_answer(
         return
     result = archive.search(question, filters)
     if not llm_configured(settings):
-        yield from _events(extractive_answer(question, result, archive.manifest))
+        found = extractive_answer(question, result, archive.manifest)
+        if settings.answer.base_url and not settings.answer.model:
+            missing = "answer.base_url is set but answer.model is not (NBRECALL_LLM_MODEL): extractive answer shown"
+            found.notice = f"{missing} ({found.notice})" if found.notice else missing
+        yield from _events(found)
         return
     if not result.notebooks:
         found = extractive_answer(question, result, archive.manifest)

@@ -513,8 +513,13 @@ def _constant_lines(source: str) -> list[int]:
     code = "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines())
     try:
         tree = ast.parse(code)
-    except SyntaxError:
-        return [k for k, line in enumerate(source.splitlines()) if _ASSIGN.match(line)]
+    except SyntaxError:  # Python 2 and the like: lines at bracket depth 0 only (not arguments of a call)
+        found, depth = [], 0
+        for k, line in enumerate(source.splitlines()):
+            if depth == 0 and _ASSIGN.match(line):
+                found.append(k)
+            depth = max(0, depth + sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}"))
+        return found
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign | ast.AnnAssign) and node.lineno == node.end_lineno:
@@ -586,7 +591,7 @@ def _score(ev: Evidence, query: Query, want_number: bool) -> float:
         score *= 0.8
     if ev.origin == "figure":
         if want_number:
-            score *= 0.5
+            score *= 0.3  # a value question is answered by a number, a figure only when nothing else matches
         elif _FIGURE_WORDS.search(query.text):
             score *= 1.5
     value_text = ev.display.rsplit(": ", 1)[-1] if ev.origin == "line" else ev.display

@@ -7,13 +7,14 @@ reason: `missing file`, `import error: <module>`, `timeout`, `memory`, `kernel d
 `python 2 syntax`, `error: <ExceptionName>`, `sandbox unavailable`, `kernel not available: <language>`, ...
 
 Normalisation before comparing (both sides): terminal escapes removed, `\\r` redraws collapsed, `0x…` addresses,
-uuids, date-times and timing lines (`%time`, `%timeit`, progress-bar clocks) replaced by placeholders, trailing
-spaces dropped, runs of spaces collapsed; execution counts, metadata and tracebacks ignored (errors compare by
-`ename: evalue`); stderr streams are ignored unless asked (warnings are not results); numbers compare with a
-relative tolerance (1e-6 by default). A rich output compares by one representation both sides have: image,
-else `text/plain`, else the visible text of `text/html`, else another common type; object reprs (`<… at 0x…>`,
-`<Axes: …>`, matplotlib `Text(…)`) compare equal to each other: they name objects, not results. Images compare
-by bytes, else (with Pillow) by size and a 64×64 grey thumbnail whose mean difference is under 1 %.
+uuids, date-times, timing lines (`%time`, `%timeit`, progress-bar clocks) and cell file names
+(`<ipython-input-3-…>`) replaced by placeholders, trailing spaces dropped, runs of spaces collapsed; execution
+counts, metadata and tracebacks ignored (errors compare by `ename: evalue`); stderr streams are ignored unless
+asked (warnings are not results); numbers compare with a relative tolerance (1e-6 by default). A rich output
+compares by one representation both sides have: image, else `text/plain`, else the visible text of `text/html`,
+else another common type; object reprs (`<… at 0x…>`, `<Axes: …>`, matplotlib `Text(…)`) compare equal to each
+other: they name objects, not results. Images compare by bytes, else (with Pillow) by size and a 64×64 grey
+thumbnail whose mean difference is under 1 %.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ _TIMING_LINE_RE = re.compile(
     r"^(?:CPU times:.*|Wall time:.*|.*\bper loop\b.*|\d+ loops?, best of \d+:.*|Elapsed time:.*|Time taken:.*)$",
     re.M,
 )
+_CELL_FILE_RE = re.compile(r"<ipython-input-\d+-[0-9a-f]+>|\b\d{6,}\.py\b|/tmp/ipykernel_\d+/\d+\.py")
 _PROGRESS_CLOCK_RE = re.compile(r"\[\d+:\d+(?::\d+)?<[^\]]*\]")
 _NUMBER_RE = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w])|\b(?:nan|NaN|inf|-inf)\b")
 _OBJECT_REPR_RE = re.compile(
@@ -119,6 +121,7 @@ def normalise_text(text: str) -> str:
     text = _DATETIME_RE.sub("DATETIME", text)
     text = _TIMING_LINE_RE.sub("TIMING", text)
     text = _PROGRESS_CLOCK_RE.sub("[CLOCK]", text)
+    text = _CELL_FILE_RE.sub("<cell>", text)
     lines = [re.sub(r"[ \t]+", " ", ln).rstrip() for ln in text.split("\n")]
     while lines and not lines[-1]:
         lines.pop()
@@ -345,7 +348,7 @@ def _reason_at(index: int, original: Notebook, execution: Execution) -> str:
         return classify(later)
     if error.ename == "SyntaxError" and (_python2(original) or "Missing parentheses in call to" in error.evalue):
         return "python 2 syntax"
-    return classify_error(error.ename, error.evalue)
+    return classify_error(error.ename, error.evalue, error.library)
 
 
 def _python2(nb: Notebook) -> bool:

@@ -64,6 +64,8 @@ class Limits:
     memory_mb: int = 4096  # address-space limit of the kernel (RLIMIT_AS)
     cpu_seconds: int = 900  # CPU-time limit of the kernel (RLIMIT_CPU); SIGXCPU, then SIGKILL 5 s later
     startup_timeout: float = 60.0  # seconds for the kernel to answer kernel_info
+    tmpfs_mb: int = 1024  # size of each tmpfs (/tmp, the home)
+    file_mb: int = 2048  # largest file the kernel may write (RLIMIT_FSIZE), its log on the host included
 
 
 @dataclass
@@ -88,6 +90,7 @@ class CellError:
     id: str
     ename: str
     evalue: str
+    library: str = ""  # the installed package the innermost traceback frame is in, if any
 
 
 @dataclass
@@ -180,6 +183,15 @@ def _copy_tree(src: Path, dst: Path, limit_bytes: int) -> bool:
             if total > limit_bytes:
                 return False
     shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(*skip))
+    # the copy is the notebook's scratch space: make it writable even when the archive is read-only
+    for root, dirs, files in os.walk(dst):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | 0o600)
+    os.chmod(dst, 0o755)
     return True
 
 
@@ -233,7 +245,9 @@ class _Prepared:
                 cmd += ["--ro-bind", etc, etc]
         cmd += ["--ro-bind", str(self.root / "passwd"), "/etc/passwd",
                 "--ro-bind", str(self.root / "group"), "/etc/group"]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", HOME]
+        tmpfs = str(lim.tmpfs_mb * 1024 * 1024)
+        cmd += ["--proc", "/proc", "--dev", "/dev"]
+        cmd += ["--size", tmpfs, "--tmpfs", "/tmp", "--size", tmpfs, "--tmpfs", HOME]
         cmd += ["--ro-bind", str(self.root / "matplotlibrc"), f"{HOME}/.config/matplotlib/matplotlibrc"]
         for prefix in interpreter_prefixes(spec.python):
             cmd += ["--ro-bind", prefix, prefix]
@@ -272,10 +286,10 @@ class _Prepared:
             cmd += ["--setenv", key, value]
         memory = lim.memory_mb * 1024 * 1024
         cpu = max(1, int(lim.cpu_seconds))
-        cmd += ["--", shutil.which("prlimit") or "/usr/bin/prlimit", f"--as={memory}", f"--cpu={cpu}:{cpu + 5}",
-                "--core=0", "--", spec.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher",
-                "-f", connection_file, "--HistoryManager.enabled=False",
-                "--IPKernelApp.exec_files=['/nbrecall/startup.py']"]
+        limits = [f"--as={memory}", f"--cpu={cpu}:{cpu + 5}", f"--fsize={lim.file_mb * 1024 * 1024}", "--core=0"]
+        cmd += ["--", shutil.which("prlimit") or "/usr/bin/prlimit", *limits, "--",
+                spec.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", connection_file,
+                "--HistoryManager.enabled=False", "--IPKernelApp.exec_files=['/nbrecall/startup.py']"]
         return cmd
 
     def cleanup(self) -> None:
@@ -292,11 +306,38 @@ class SandboxKernelManager(AsyncKernelManager):
         return self.prepared.command(os.path.realpath(self.connection_file))
 
 
+MAX_OUTPUT_CHARS = 10_000_000  # per cell: beyond this, outputs are dropped (a marker says so)
+
+
+def _size(content: dict[str, Any]) -> int:
+    size = len(content.get("text", "") or "")
+    for value in (content.get("data") or {}).values():
+        size += len(value) if isinstance(value, str) else len(json.dumps(value))
+    return size + sum(len(t) for t in content.get("traceback", []) or [])
+
+
 class _Client(NotebookClient):
+    """nbclient with the sandbox's kernel manager and a cap on how much output one cell may send."""
+
     def __init__(self, nb: nbformat.NotebookNode, prepared: _Prepared, **kw: Any) -> None:
         super().__init__(nb, **kw)
         self._prepared = prepared
         self.sandbox_km: SandboxKernelManager | None = None
+        self._sizes: dict[int, int] = {}
+
+    def output(self, outs: list[nbformat.NotebookNode], msg: dict[str, Any], display_id: str | None,
+               cell_index: int) -> nbformat.NotebookNode | None:
+        used = self._sizes.get(cell_index, 0)
+        if used > MAX_OUTPUT_CHARS:
+            return None
+        used += _size(msg.get("content") or {})
+        self._sizes[cell_index] = used
+        if used > MAX_OUTPUT_CHARS:
+            marker = nbformat.v4.new_output("stream", name="stderr",
+                                            text=f"[nbrecall: output over {MAX_OUTPUT_CHARS:,} characters dropped]\n")
+            outs.append(marker)
+            return marker
+        return super().output(outs, msg, display_id, cell_index)
 
     def create_kernel_manager(self) -> SandboxKernelManager:
         km = SandboxKernelManager(kernel_name="python3", transport="ipc",
@@ -404,7 +445,8 @@ def _errors(nb: nbformat.NotebookNode, result: Execution) -> list[CellError]:
         cid = str(cell.get("id", ""))
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
-                errors.append(CellError(index, cid, str(out.get("ename", "")), str(out.get("evalue", ""))))
+                errors.append(CellError(index, cid, str(out.get("ename", "")), str(out.get("evalue", "")),
+                                        _library(out.get("traceback") or [])))
                 break
         else:
             if index == result.timed_out:
@@ -434,14 +476,29 @@ def _signal_text(result: Execution) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # Stale reasons
 
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_FRAME_RE = re.compile(r"(?:File\s+\"?([^\s\":,]+)|Cell In\[\d+\]|<ipython-input-)")
+_PACKAGE_RE = re.compile(r"/(?:site|dist)-packages/([A-Za-z0-9_]+)")
+
+
+def _library(traceback: list[str]) -> str:
+    """The package of the innermost traceback frame when it is an installed library ('' for the cell's own code)."""
+    frames = list(_FRAME_RE.finditer(_ANSI_RE.sub("", "\n".join(str(t) for t in traceback))))
+    if not frames or not frames[-1].group(1):
+        return ""
+    match = _PACKAGE_RE.search(frames[-1].group(1))
+    return match.group(1) if match else ""
+
+
 _MODULE_RE = re.compile(r"No module named '([^']+)'")
 _FROM_RE = re.compile(r"cannot import name '[^']+' from '([^']+)'")
 _NETWORK = ("URLError", "ConnectionError", "ConnectionRefusedError", "gaierror", "NewConnectionError",
             "MaxRetryError", "HTTPError", "SSLError", "socket.gaierror", "TimeoutError")
 
 
-def classify_error(ename: str, evalue: str) -> str:
-    """A stale reason for a cell error: `missing file`, `import error: <module>`, `memory`, ..., `error: <name>`."""
+def classify_error(ename: str, evalue: str, library: str = "") -> str:
+    """A stale reason for a cell error: `missing file`, `import error: <module>`, `memory`, ..., `error: <name>`
+    (`error: <name> in <package>` when an installed library raised it)."""
     if ename == "CellTimeoutError":
         return "timeout"
     if ename == "ModuleNotFoundError" or ename == "ImportError":
@@ -449,20 +506,22 @@ def classify_error(ename: str, evalue: str) -> str:
         return f"import error: {m.group(1).split('.')[0] if m else evalue[:60]}"
     if ename in ("FileNotFoundError", "IOError") or (ename == "OSError" and "No such file" in evalue):
         return "missing file"
+    if "unable to open database file" in evalue or re.match(r"File `.*` not found", evalue):
+        return "missing file"  # sqlite3.connect of a missing folder, IPython %run of a missing script
     if ename == "MemoryError" or "Unable to allocate" in evalue or "_ArrayMemoryError" in ename:
         return "memory"
     if ename in _NETWORK or "Temporary failure in name resolution" in evalue or "Network is unreachable" in evalue:
         return "no network"
     if ename == "KeyboardInterrupt":
         return "timeout"
-    return f"error: {ename or 'unknown'}"
+    return f"error: {ename or 'unknown'}" + (f" in {library}" if library else "")
 
 
 def classify(result: Execution) -> str:
     """The notebook-level stale reason of a run: that of its first problem in cell order; '' when none."""
     first = result.errors[0] if result.errors else None
     if first is not None and first.ename != "DeadKernelError":
-        return classify_error(first.ename, first.evalue)
+        return classify_error(first.ename, first.evalue, first.library)
     if result.kernel_died:
         if _signal(result) == signal.SIGXCPU:
             return "timeout"  # the CPU-time limit
