@@ -44,7 +44,8 @@ def render_report(nb: Notebook, converted: ConvertedNotebook, figures: FidelityF
         f"# Fidelity report: {nb.path}",
         "",
         f"Converted to `{name}.md` with dependency map `{name}.deps.svg`"
-        + (f" and {figures.figures} extracted figure file(s) in `{name}_files/`." if figures.figures else "; no figures."),
+        + (f" and {figures.figures} extracted figure file(s) in `{name}_files/`." if figures.figures
+           else "; no figures."),
         "",
         "## Counts and sizes",
         "",
