@@ -285,3 +285,18 @@ def test_sigkill_mid_run_then_rerun_leaves_a_consistent_index(
     consistent(index, store)
     hits = search(index, store, hash_embedder, "Hull 17 resistance").hits(3)
     assert hits[0].notebook == "nb17.ipynb"
+
+
+def test_changed_chunk_settings_rechunk_everything_and_reuse_vectors(tmp_path: Path,
+                                                                    hash_embedder: HashEmbedder) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    index_once(root, index, hash_embedder)
+    settings = settings_for(index)
+    settings.chunk.max_output_chars = 1000  # a setting the chunks depend on
+    store = LanceStore(index / "lance", hash_embedder.dim)
+    report = run_index([root], settings, hash_embedder, store)
+    assert report.notebooks_indexed == 3 and report.texts_embedded == 0 and report.embed_cache_hits > 0
+    again = run_index([root], settings, hash_embedder, store)
+    assert again.notebooks_indexed == 0
+    consistent(index, store)

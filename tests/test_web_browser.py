@@ -13,7 +13,17 @@ from pathlib import Path
 import pytest
 
 from nbrecall.config import Settings
-from test_web_support import BALLAST_REL, HOSTILE_REL, REPO, build_archive, live_server, make_app
+from test_web_support import (
+    BALLAST_REL,
+    HOSTILE_REL,
+    RENDER_CHANGED_REL,
+    RENDER_STALE_REL,
+    REPO,
+    build_archive,
+    build_render_archive,
+    live_server,
+    make_app,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = REPO / "build" / "screenshots"
@@ -37,6 +47,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     settings, shas = build_archive(tmp_path_factory.mktemp("browser"))
     with live_server(make_app(settings)) as base:
         yield base, shas, settings
+
+
+@pytest.fixture(scope="module")
+def served_renders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    settings, shas = build_render_archive(tmp_path_factory.mktemp("browser-render"))
+    with live_server(make_app(settings)) as base:
+        yield base, shas
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +168,57 @@ def test_hostile_notebook_cannot_run_script(served, page) -> None:  # type: igno
     assert page.csp_messages == [], page.csp_messages  # the sanitizer left nothing for the CSP to block
     page.evaluate("window.scrollTo(0, 0)")
     shot(page, "hostile.png", full_page=True)
+
+
+def test_rendered_notebook_side_by_side_with_badges(served_renders, page) -> None:  # type: ignore[no-untyped-def]
+    base, shas = served_renders
+    # search results: a notebook-level badge per rendered notebook, the warning on the stale one
+    page.goto(base + "/?q=ballast")
+    page.wait_for_selector(".nb-result")
+    sync_api.expect(page.locator(".nb-result .badge.render-changed")).to_have_text("re-rendered: changed")
+    stale_badge = page.locator(".nb-result .badge.render-stale")
+    sync_api.expect(stale_badge).to_have_text("stale: import error: oldlib")
+    sync_api.expect(page.locator(".render-warning")).to_contain_text("Outputs could not be re-executed")
+    shot(page, "render_search.png")
+
+    page.goto(f"{base}/nb/{shas[RENDER_CHANGED_REL]}")
+    sync_api.expect(page.locator("#render-badge")).to_have_text("re-rendered: changed")
+    sync_api.expect(page.locator(".render-summary")).to_be_visible()
+    blocks = page.locator(".outputs.compare")
+    assert blocks.count() == 5
+    for i in range(blocks.count()):
+        block = blocks.nth(i)
+        block.scroll_into_view_if_needed()
+        left = block.locator(".side-original").bounding_box()
+        right = block.locator(".side-fresh").bounding_box()
+        assert left and right, i
+        # two columns of about equal width, next to each other, not stacked
+        assert right["x"] >= left["x"] + left["width"] - 1, (left, right)
+        assert abs(right["y"] - left["y"]) < 2 and abs(right["width"] - left["width"]) < 4, (left, right)
+        assert left["width"] > 300
+    for status in ("same", "changed", "new"):
+        badge = page.locator(f".cell-head .badge.cell-render.render-{status}").first
+        sync_api.expect(badge).to_be_visible()
+        sync_api.expect(badge).to_have_text(status)
+    total = page.locator(".cell").nth(3)
+    sync_api.expect(total.locator(".side-original")).to_contain_text("1,284.6")
+    sync_api.expect(total.locator(".side-fresh")).to_contain_text("1,092.4")
+    total.locator(".render-diff summary").click()
+    sync_api.expect(total.locator(".render-diff pre")).to_contain_text("+Total ballast aft: 1,092.4 m3")
+    figures = page.locator(".cell").nth(4).locator("img.output-image")
+    assert figures.count() == 2
+    for i in range(2):
+        sync_api.expect(figures.nth(i)).to_be_visible()
+        assert figures.nth(i).evaluate("img => img.naturalWidth") > 0  # the sanitized SVG really decodes
+    page.evaluate("window.scrollTo(0, 0)")
+    shot(page, "render_side_by_side.png", full_page=True)
+    assert page.csp_messages == []
+
+    # a stale notebook: its badge and reason, the failed cells, and fresh outputs as inert as the originals
+    page.goto(f"{base}/nb/{shas[RENDER_STALE_REL]}")
+    sync_api.expect(page.locator("#render-badge")).to_have_text("stale: import error: oldlib")
+    sync_api.expect(page.locator(".cell-head .badge.render-failed").first).to_be_visible()
+    sync_api.expect(page.locator(".side-fresh").nth(0)).to_contain_text("fresh hostile html")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.csp_messages == [], page.csp_messages
+    shot(page, "render_stale.png", full_page=True)

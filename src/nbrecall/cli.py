@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -37,6 +39,25 @@ def _settings(config: Path | None, index: Path | None = None) -> Settings:
     if index is not None:
         settings.index_dir = index
     return settings
+
+
+@contextmanager
+def _index_faults(settings: Settings, action: str) -> Iterator[None]:
+    """Disk full, read-only folder or damaged index file: print which file and what to do (exit 4), no traceback."""
+    from rich.markup import escape
+
+    from nbrecall.index.faults import storage_fault
+
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except Exception as exc:
+        fault = storage_fault(exc, settings.index_dir, action)
+        if fault is None:
+            raise
+        err.print(f"[red]index error:[/red] {escape(str(fault))}")
+        raise typer.Exit(4) from exc
 
 
 def _progress() -> Progress:
@@ -202,7 +223,8 @@ def index(
             err.print(f"[red]error:[/red] {root}: no such file or folder")
             raise typer.Exit(2)
     embedder = make_embedder(settings)
-    store = open_store(settings, embedder.dim)
+    with _index_faults(settings, "opening"):
+        store = open_store(settings, embedder.dim)
     started = time.perf_counter()
     with _progress() as progress:
         task = progress.add_task("indexing", total=None, rate="")
@@ -212,7 +234,8 @@ def index(
             progress.update(task, completed=done, total=total, rate=f"{rate:.1f} notebooks/s")
 
         try:
-            result = run_index(roots, settings, embedder, store, progress=report)
+            with _index_faults(settings, "indexing"):
+                result = run_index(roots, settings, embedder, store, progress=report)
         except IndexLocked as exc:
             err.print(f"[red]locked:[/red] {exc}")
             raise typer.Exit(3) from exc
@@ -226,6 +249,7 @@ def index(
         ("new or changed files", result.changed),
         ("deleted files", result.deleted_files),
         ("notebooks indexed", result.notebooks_indexed),
+        ("  re-indexed for a new or removed render", result.rerendered),
         ("quarantined", len(result.quarantined)),
         ("chunks written", result.chunks_written),
         ("texts embedded", result.texts_embedded),
@@ -244,7 +268,8 @@ def _open_archive(settings: Settings):  # type: ignore[no-untyped-def]
     from nbrecall.service import Archive, IndexMissing
 
     try:
-        return Archive(settings)
+        with _index_faults(settings, "opening"):
+            return Archive(settings)
     except IndexMissing as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
@@ -273,7 +298,8 @@ def search(
     filters = _filters(year, project, author, tag, include_deprecated)
     queries = [line.strip() for line in sys.stdin if line.strip()] if query == "-" else [query]
     for text in queries:
-        result = archive.search(text, filters)
+        with _index_faults(settings, "searching"):
+            result = archive.search(text, filters)
         hits = result.hits(k)
         if as_json:
             sys.stdout.write(
@@ -282,12 +308,16 @@ def search(
             )
             sys.stdout.flush()
         else:
-            _print_hits(text, result, k)
+            _print_hits(text, result, k, archive.manifest)
 
 
-def _print_hits(text: str, result, k: int) -> None:  # type: ignore[no-untyped-def]
+_RENDER_STYLE = {"fresh": "green", "changed": "yellow", "stale": "red"}
+
+
+def _print_hits(text: str, result, k: int, manifest=None) -> None:  # type: ignore[no-untyped-def]
     from rich.markup import escape
 
+    from nbrecall.ingest.renders import render_summary
     from nbrecall.search.retrieve import query_terms
 
     out = Console()
@@ -299,7 +329,16 @@ def _print_hits(text: str, result, k: int) -> None:  # type: ignore[no-untyped-d
             break
         meta = " · ".join(str(x) for x in (nb.hits[0].year, nb.hits[0].project, nb.hits[0].author) if x)
         flags = " [yellow]deprecated[/yellow]" if nb.hits[0].deprecated else ""
+        content = manifest.content(nb.nb_sha) if manifest is not None else None
+        render = render_summary(content.meta if content is not None else None)
+        if render["render_status"]:
+            style = _RENDER_STYLE[render["render_status"]]
+            flags += f" [{style}]re-rendered: {render['render_status']}[/{style}]"
+        elif nb.hits[0].stale:
+            flags += " [red]stale[/red]"
         out.print(f"\n[b cyan]{escape(nb.notebook)}[/b cyan]  [dim]{escape(meta)}[/dim]{flags}")
+        if render["warning"]:
+            out.print(f"  [red]⚠ {escape(render['warning'])}[/red]")
         for hit in nb.hits:
             if shown >= k:
                 break
@@ -331,8 +370,9 @@ def status(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
     if not path.is_file():
         err.print(f"[red]error:[/red] {settings.index_dir}: no index here; run `nbrecall index ROOT` first")
         raise typer.Exit(2)
-    manifest = Manifest(path, readonly=True)
-    stats = manifest.stats()
+    with _index_faults(settings, "reading"):
+        manifest = Manifest(path, readonly=True)
+        stats = manifest.stats()
     out = Console()
     table = Table(title=f"index {settings.index_dir}")
     table.add_column("what")
@@ -342,6 +382,16 @@ def status(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
     share = stats["embedded"] / stats["chunks"] if stats["chunks"] else 1.0
     table.add_row("embedding progress", f"{share:.0%}")
     out.print(table)
+    renders = manifest.render_counts()
+    if renders:
+        r = Table(title="notebooks by render status (as indexed)")
+        r.add_column("render status")
+        r.add_column("notebooks", justify="right")
+        for key in ("fresh", "changed", "stale", "not_rendered"):
+            r.add_row(key.replace("_", " "), f"{renders[key]:,}")
+        for item in renders["stale_reasons"][:10]:
+            r.add_row(f"  stale: {item['reason']}", f"{item['count']:,}")
+        out.print(r)
     quarantined = manifest.contents("quarantined")
     if quarantined:
         q = Table(title=f"{len(quarantined)} quarantined file(s): retried when their content changes")
@@ -580,6 +630,19 @@ def render(
     ] = None,
     report: Annotated[Path | None, typer.Option("--report", help="Write the drift report (HTML) here.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Results folder (default <index>/renders).")] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            help="kernel (default; an IPython kernel) or pyodide (Pyodide, CPython 3.14 in WebAssembly, under "
+            "Node.js), both in bubblewrap (config: render.backend). Pyodide limits: only the standard library is "
+            "built in; numpy, pandas, matplotlib or any other package need pure-Python or wasm32 wheels in the "
+            "render.pyodide_wheels folder (nothing is downloaded), else the notebook is stale: package not "
+            "available offline; no subprocesses, threads or sockets; IPython magics and shell escapes fail "
+            "their cell (%matplotlib, %load_ext, %autoreload, %config are skipped); 32-bit, at most 4 GB; start "
+            "~3 s per notebook. Needs Node.js and, in set-up: npm ci --prefix src/nbrecall/render/pyodide_runner",
+        ),
+    ] = None,
     index_dir: IndexOpt = None,
     config: ConfigOpt = None,
 ) -> None:
@@ -596,6 +659,7 @@ def render(
     import time
 
     from nbrecall.render.paths import PathRuleError
+    from nbrecall.render.pyodide import BACKENDS, pyodide_problem
     from nbrecall.render.report import write_report
     from nbrecall.render.run import RenderOptions, discover, render_many, summarise
     from nbrecall.render.sandbox import sandbox_problem
@@ -617,7 +681,12 @@ def render(
         options.workers = max(1, workers)
     if cell_timeout is not None:
         options.limits.cell_timeout = cell_timeout
-    problem = sandbox_problem()
+    if backend is not None:
+        options.backend = backend
+    if options.backend not in BACKENDS:
+        err.print(f"[red]error:[/red] --backend {options.backend}: not one of {', '.join(BACKENDS)}")
+        raise typer.Exit(2)
+    problem = pyodide_problem() if options.backend == "pyodide" else sandbox_problem()
     if problem:
         err.print(f"[red]sandbox unavailable:[/red] {problem}; notebooks are recorded stale, none is run")
     items = discover(roots, settings.discover.exclude)

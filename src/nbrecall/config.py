@@ -109,6 +109,8 @@ class RenderSettings:
     rel_tol: float = 1e-6  # relative tolerance for numbers in outputs
     compare_stderr: bool = False  # warnings on stderr are not results
     out_dir: str | None = None  # default <index>/renders
+    backend: str = "kernel"  # "kernel" (IPython in bubblewrap) or "pyodide" (Pyodide in Node.js in bubblewrap)
+    pyodide_wheels: str | None = None  # local folder of wheels the pyodide backend may load (nothing downloads)
 
 
 @dataclass

@@ -8,6 +8,8 @@ from pathlib import Path
 from nbrecall.convert.depmap import render_dependency_svg
 from nbrecall.convert.markdown import ConvertedNotebook, ConvertOptions, convert_notebook
 from nbrecall.convert.report import FidelityFigures, measure, render_report
+from nbrecall.notebook.files import printable_path, read_regular
+from nbrecall.notebook.model import Notebook
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook_bytes
 
 
@@ -31,18 +33,31 @@ def convert_file(
     path: Path, outdir: Path | None, options: ConvertOptions | None = None, display_path: str | None = None
 ) -> ConvertResult:
     """Convert one file; write outputs under `outdir` unless it is None. Never raises for bad input."""
-    name = path.stem
+    name = printable_path(path.stem)  # used in the markdown's links and headers, which must encode as UTF-8
     result = ConvertResult(path, name)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError as exc:
         result.reason = f"cannot read file: {exc.strerror or exc}"
         return result
     try:
-        nb = read_notebook_bytes(raw, display_path or str(path))
+        nb = read_notebook_bytes(raw, printable_path(display_path or str(path)))
     except NotebookUnreadable as exc:
         result.reason = exc.reason
         return result
+    try:
+        return _convert_and_write(nb, raw, name, outdir, options, result)
+    except OSError as exc:
+        result.reason = f"cannot write {exc.filename or 'output'}: {exc.strerror or exc}"
+    except Exception as exc:  # a bug on one notebook must not stop a folder conversion: report it instead
+        result.reason = f"internal error while converting: {type(exc).__name__}: {exc}"[:300]
+    result.converted = result.figures = None
+    return result
+
+
+def _convert_and_write(
+    nb: Notebook, raw: bytes, name: str, outdir: Path | None, options: ConvertOptions | None, result: ConvertResult
+) -> ConvertResult:
     converted = convert_notebook(nb, name, options)
     result.converted = converted
     result.figures = measure(raw, converted)

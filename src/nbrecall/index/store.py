@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
+from nbrecall.index.faults import storage_fault
 from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
 
 
@@ -133,12 +134,18 @@ class LanceStore:
         self.path = path
         self.dim = dim
         self.schema = chunk_schema(dim)
-        path.mkdir(parents=True, exist_ok=True)
-        self.db = lancedb.connect(str(path))
-        if self.TABLE in self.db.list_tables().tables:
-            self.table = self.db.open_table(self.TABLE)
-        else:
-            self.table = self.db.create_table(self.TABLE, schema=self.schema)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            self.db = lancedb.connect(str(path))
+            if self.TABLE in self.db.list_tables().tables:
+                self.table = self.db.open_table(self.TABLE)
+            else:
+                self.table = self.db.create_table(self.TABLE, schema=self.schema)
+        except Exception as exc:  # damaged version file, read-only folder for a new index, ...
+            fault = storage_fault(exc, path.parent, "opening")
+            if fault is None:
+                raise
+            raise fault from exc
         self._fts_ready = self._has_fts()
 
     def _has_fts(self) -> bool:
@@ -240,7 +247,9 @@ class LanceStore:
             query = query.where(where, prefilter=True)
         try:
             return query.to_list()
-        except Exception:
+        except Exception as exc:  # a query the full-text parser rejects finds nothing; a damaged file is an error
+            if storage_fault(exc, self.path.parent, "searching") is not None:
+                raise
             return []
 
     def vector(self, vector: np.ndarray, k: int, filters: SearchFilters) -> list[dict[str, Any]]:
@@ -264,6 +273,12 @@ class LanceStore:
         fusion: FusionSettings | None = None,
     ) -> list[StoreHit]:
         """Hybrid: the keyword and vector lists (each `k` long) fused; either list alone works."""
-        keyword = self.keyword(text, k, filters)
-        dense = self.vector(vector, k, filters) if vector is not None else []
+        try:
+            keyword = self.keyword(text, k, filters)
+            dense = self.vector(vector, k, filters) if vector is not None else []
+        except Exception as exc:  # a damaged data file: say which one and how to rebuild
+            fault = storage_fault(exc, self.path.parent, "searching")
+            if fault is None:
+                raise
+            raise fault from exc
         return fuse(keyword, dense, fusion or FusionSettings())

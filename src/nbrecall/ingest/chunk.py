@@ -18,6 +18,9 @@ from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, extract_mark
 
 TokenCounter = Callable[[list[str]], list[int]]
 
+# Bump when chunk texts change: the next index run re-chunks every notebook (unchanged texts keep their vectors).
+CHUNKER_VERSION = 2
+
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing: plotting handles and objects printed by address (`<Axes ... at 0x7f...>`, `Text(0.5, …)`).

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 
 from nbrecall.config import DiscoverSettings
 from nbrecall.ingest.manifest import FileRecord
-from nbrecall.notebook.files import walk_notebooks
+from nbrecall.notebook.files import NotARegularFile, open_regular, printable_path, walk_notebooks
 
 
 @dataclass
@@ -25,7 +27,7 @@ class Discovery:
 
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -47,14 +49,28 @@ def discover(
             follow_symlinks=settings.follow_symlinks,
         ):
             rel = path.name if base.is_file() else path.relative_to(base).as_posix()
-            key = (root_key, rel)
+            shown = printable_path(rel)
+            key = (root_key, shown)
             if key in seen:
                 continue
             seen.add(key)
+            if shown != rel:  # the manifest, the store and every page need text that encodes as UTF-8
+                result.unreadable.append((root_key, shown, "file name is not valid UTF-8; rename it to index it"))
+                continue
             try:
                 stat = path.stat()
+            except FileNotFoundError:
+                if not os.path.lexists(path):  # vanished since the walk: gone, like a deleted file
+                    seen.discard(key)
+                    continue
+                result.unreadable.append((root_key, rel, "broken symbolic link (its target does not exist)"))
+                continue
             except OSError as exc:
                 result.unreadable.append((root_key, rel, f"cannot stat: {exc.strerror or exc}"))
+                continue
+            if not S_ISREG(stat.st_mode):
+                kind = NotARegularFile(path, stat.st_mode).strerror
+                result.unreadable.append((root_key, rel, f"cannot read file: {kind}"))
                 continue
             old = known.get(key)
             if old is not None and old.size == stat.st_size and old.mtime_ns == stat.st_mtime_ns:
@@ -62,6 +78,9 @@ def discover(
                 continue
             try:
                 sha = file_sha256(path)
+            except FileNotFoundError:
+                seen.discard(key)  # vanished between stat and read
+                continue
             except OSError as exc:
                 result.unreadable.append((root_key, rel, f"cannot read file: {exc.strerror or exc}"))
                 continue

@@ -8,6 +8,7 @@ Cells are kept here too, so neighbourhoods and the viewer read exactly what was 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -15,6 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
+
+from nbrecall.index.faults import damaged
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -71,13 +75,18 @@ class Manifest:
 
     def __init__(self, path: Path, readonly: bool = False) -> None:
         self.path = path
-        if readonly:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(path, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.executescript(SCHEMA)
+        try:
+            if readonly:
+                self.db = _open_readonly(path)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.db = sqlite3.connect(path, check_same_thread=False)
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise
+            raise damaged(path, path.parent, str(exc)) from exc
         self.db.row_factory = sqlite3.Row
 
     def close(self) -> None:
@@ -107,8 +116,20 @@ class Manifest:
     def content_shas(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT sha256 FROM contents")}
 
+    def fingerprints(self) -> dict[str, str]:
+        """The settings fingerprint each content was indexed with (quarantined ones have none: always '')."""
+        return {r[0]: r[1] or "" for r in self.db.execute(
+            "SELECT sha256, json_extract(meta, '$.fingerprint') FROM contents WHERE status = 'indexed'")}
+
     def indexed_shas(self) -> set[str]:
-        return {r[0] for r in self.db.execute("SELECT sha256 FROM contents WHERE status = 'indexed'")}
+        """Contents visible to search: indexed and the content of at least one file. A path's old content stops
+        being visible in the transaction that points the path at its new content (a reader never sees both)."""
+        return {
+            r[0]
+            for r in self.db.execute(
+                "SELECT sha256 FROM contents WHERE status = 'indexed' AND sha256 IN (SELECT sha256 FROM files)"
+            )
+        }
 
     def paths_of(self, sha: str) -> list[tuple[str, str]]:
         return [
@@ -189,6 +210,48 @@ class Manifest:
             db.execute("DELETE FROM cells WHERE sha256 = ?", (sha,))
             db.execute("DELETE FROM contents WHERE sha256 = ?", (sha,))
 
+    def render_marks(self) -> dict[str, int]:
+        """sha → `render_mtime_ns` recorded in the meta of indexed contents that were indexed with a render."""
+        rows = self.db.execute(
+            "SELECT sha256, json_extract(meta, '$.render_mtime_ns') FROM contents "
+            "WHERE status = 'indexed' AND json_extract(meta, '$.render_mtime_ns') IS NOT NULL"
+        )
+        return {r[0]: int(r[1]) for r in rows}
+
+    def render_counts(self) -> dict[str, Any] | None:
+        """Indexed notebooks by render status (`fresh`, `changed`, `stale`, `not_rendered`) and the stale reasons
+        by frequency; None when no indexed notebook has a render."""
+        counts = {"fresh": 0, "changed": 0, "stale": 0, "not_rendered": 0}
+        reasons: dict[str, int] = {}
+        rows = self.db.execute(
+            "SELECT json_extract(meta, '$.render_status'), json_extract(meta, '$.render_reason'), COUNT(*) "
+            "FROM contents WHERE status = 'indexed' GROUP BY 1, 2"
+        )
+        for status, reason, count in rows:
+            key = status if status in ("fresh", "changed", "stale") else "not_rendered"
+            counts[key] += count
+            if key == "stale":
+                reasons[str(reason or "unknown reason")] = reasons.get(str(reason or "unknown reason"), 0) + count
+        if not (counts["fresh"] or counts["changed"] or counts["stale"]):
+            return None
+        ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+        return {**counts, "stale_reasons": [{"reason": r, "count": n} for r, n in ranked]}
+
+    def begin_run(self) -> tuple[int, bool]:
+        """Record that a run starts; return its id and whether the run before it never finished (killed, or
+        stopped by an error), in which case the store may hold chunks of a batch the manifest never recorded."""
+        last = self.db.execute("SELECT finished_at FROM runs ORDER BY rowid DESC LIMIT 1").fetchone()
+        with self.db:
+            cursor = self.db.execute("INSERT INTO runs (started_at) VALUES (?)", (time.time(),))
+        return int(cursor.lastrowid or 0), last is not None and last[0] is None
+
+    def end_run(self, run_id: int, summary: dict[str, Any]) -> None:
+        with self.db:
+            self.db.execute(
+                "UPDATE runs SET finished_at = ?, summary = ? WHERE rowid = ?",
+                (time.time(), json.dumps(summary), run_id),
+            )
+
     def stats(self) -> dict[str, int]:
         row = self.db.execute(
             "SELECT (SELECT COUNT(*) FROM files), (SELECT COUNT(*) FROM contents WHERE status='indexed'),"
@@ -202,6 +265,24 @@ class Manifest:
             "chunks": row[3],
             "embedded": row[4],
         }
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection (the path is quoted: `#`, `?` or `%` in a folder name must not end the URI).
+
+    A WAL database needs its `-shm` file, which a reader cannot create in a read-only folder (read-only mount,
+    archive medium): only when the plain read-only open fails there is the file opened as immutable.
+    """
+    name = quote(str(path))
+    db = sqlite3.connect(f"file:{name}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+        if not path.is_file() or os.access(path.parent, os.W_OK):
+            raise
+    return sqlite3.connect(f"file:{name}?mode=ro&immutable=1", uri=True, check_same_thread=False)
 
 
 def _content(row: sqlite3.Row) -> ContentRecord:

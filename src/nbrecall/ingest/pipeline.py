@@ -7,8 +7,10 @@ leaves nothing half-visible, and the next run redoes the batch (both writes are 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -17,12 +19,14 @@ import numpy as np
 from nbrecall.config import Settings
 from nbrecall.index.cache import EmbeddingCache
 from nbrecall.index.embed import Embedder
+from nbrecall.index.faults import storage_fault
 from nbrecall.index.store import ChunkRow, Store
-from nbrecall.ingest.chunk import Chunk, chunk_notebook, text_hash
+from nbrecall.ingest.chunk import CHUNKER_VERSION, Chunk, chunk_notebook, text_hash
 from nbrecall.ingest.discover import discover
-from nbrecall.ingest.lock import WriterLock
+from nbrecall.ingest.lock import IndexLocked, WriterLock
 from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Manifest
 from nbrecall.ingest.metadata import notebook_meta
+from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders_dir
 from nbrecall.notebook.analysis import analyse
 from nbrecall.notebook.outputs import OutputLimits, render_outputs
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook
@@ -44,6 +48,8 @@ class IndexReport:
     texts_embedded: int = 0
     embed_cache_hits: int = 0
     notebooks_removed: int = 0
+    strays_removed: int = 0  # chunks of notebooks an interrupted run wrote to the store but never to the manifest
+    rerendered: int = 0  # unchanged notebooks indexed again because their render was made, replaced or removed
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, stage: str, seconds: float) -> None:
@@ -54,16 +60,31 @@ def _budget(settings: Settings, embedder: Embedder) -> int:
     return settings.chunk.budget_tokens or int(embedder.max_tokens * 0.8)
 
 
+def fingerprint(settings: Settings, embedder: Embedder) -> str:
+    """What the chunks of a notebook depend on besides its content; a change re-chunks the archive."""
+    return (f"chunker {CHUNKER_VERSION}; budget {_budget(settings, embedder)}; outputs "
+            f"{settings.chunk.max_output_chars}; model {embedder.model_id}; vectors {settings.embed.enabled}")
+
+
 def build_rows(
     path: Path, rel: str, root: str, sha: str, settings: Settings, embedder: Embedder, report: IndexReport
 ) -> tuple[list[Chunk], ContentRecord, list[CellRecord], list[ChunkRow]]:
-    """Parse, analyse and chunk one notebook; raises NotebookUnreadable for quarantine."""
+    """Parse, analyse and chunk one notebook; raises NotebookUnreadable for quarantine.
+
+    When a render of this content exists (`ingest.renders`), its fresh outputs are indexed in place of the file's
+    own (`fresh`/`changed`), or the original outputs are indexed and flagged stale (`stale`). Metadata, health and
+    execution-order warnings always describe the file itself.
+    """
     started = time.perf_counter()
-    nb = read_notebook(path, display_path=rel)
-    analysis = analyse(nb)
+    original = read_notebook(path, display_path=rel)
+    analysis = analyse(original)
     report.add_time("parse+analyse", time.perf_counter() - started)
     started = time.perf_counter()
-    meta = notebook_meta(nb, rel, analysis, settings.metadata, file_path=path)
+    nb, stale, render_meta = notebook_for_index(renders_dir(settings), sha, original)
+    if render_meta:
+        report.add_time("renders", time.perf_counter() - started)
+    started = time.perf_counter()
+    meta = notebook_meta(original, rel, analysis, settings.metadata, file_path=path)
     limits = OutputLimits(max_chars=settings.chunk.max_output_chars)
     chunks = chunk_notebook(
         nb, analysis, count_tokens=embedder.count_tokens, budget=_budget(settings, embedder), limits=limits
@@ -98,14 +119,17 @@ def build_rows(
             author=meta.author,
             tags=meta.tags,
             deprecated=meta.deprecated,
+            stale=stale,
             health=meta.health,
         )
         for ch in chunks
     ]
     meta_dict = asdict(meta)
+    meta_dict["fingerprint"] = fingerprint(settings, embedder)
     meta_dict["notes"] = nb.notes
     meta_dict["nbformat"] = f"{nb.nbformat}.{nb.nbformat_minor}"
     meta_dict["order_warnings"] = analysis.order.warnings
+    meta_dict.update(render_meta)
     record = ContentRecord(sha, "indexed", "", root, rel, len(nb.cells), len(chunks), 0, meta_dict)
     report.add_time("chunk", time.perf_counter() - started)
     return chunks, record, cells, rows
@@ -151,15 +175,34 @@ def run_index(
     """Index `roots` into `settings.index_dir`; safe to interrupt and re-run."""
     report = IndexReport()
     index_dir = settings.index_dir
-    with WriterLock(index_dir):
-        manifest = Manifest(index_dir / "manifest.sqlite")
-        cache = EmbeddingCache(index_dir / "embeddings.sqlite")
-        try:
+    try:
+        with (
+            WriterLock(index_dir),
+            closing(Manifest(index_dir / "manifest.sqlite")) as manifest,
+            closing(EmbeddingCache(index_dir / "embeddings.sqlite")) as cache,
+        ):
+            run_id, interrupted = manifest.begin_run()
             _run(roots, settings, embedder, store, manifest, cache, report, progress, batch_notebooks)
-        finally:
-            cache.close()
-            manifest.close()
+            if interrupted:
+                report.strays_removed = _sweep_strays(store, manifest)
+            manifest.end_run(run_id, {"indexed": report.notebooks_indexed, "removed": report.notebooks_removed})
+    except IndexLocked:
+        raise
+    except Exception as exc:  # disk full, read-only folder, damaged file: say which file and what to do
+        fault = storage_fault(exc, index_dir, "indexing")
+        if fault is None:
+            raise
+        raise fault from exc
     return report
+
+
+def _sweep_strays(store: Store, manifest: Manifest) -> int:
+    """After an interrupted run: delete chunks the store holds for contents the manifest does not know (a batch
+    killed between its store commit and its manifest transaction, whose file changed before this run)."""
+    strays = sorted(set(store.notebook_shas()) - manifest.content_shas())
+    if strays:
+        store.delete_notebooks(strays)
+    return len(strays)
 
 
 def _run(
@@ -183,15 +226,31 @@ def _run(
     for record in found.changed:
         if record.sha256 not in known and record.sha256 not in todo:
             todo[record.sha256] = record
+    # Contents indexed by another chunker version or other settings are redone (vectors come from the cache).
+    current = fingerprint(settings, embedder)
+    outdated = {sha for sha, value in manifest.fingerprints().items() if value != current}
+    for record in found.files:
+        if record.sha256 in outdated and record.sha256 not in todo:
+            todo[record.sha256] = record
+    for record in _render_changes(found.files, todo, manifest, renders_dir(settings)):
+        todo[record.sha256] = record
+        report.rerendered += 1
     items = list(todo.values())
+    paths_of: dict[str, list[FileRecord]] = {}
+    for record in found.changed:
+        paths_of.setdefault(record.sha256, []).append(record)
     for start in range(0, len(items), batch_notebooks):
         batch = items[start : start + batch_notebooks]
-        _index_batch(batch, settings, embedder, store, manifest, cache, report)
+        files = [f for r in batch for f in paths_of.get(r.sha256, [])]
+        _index_batch(batch, settings, embedder, store, manifest, cache, report, files)
         if progress:
             progress("indexing", min(start + batch_notebooks, len(items)), len(items))
-    # Files: new state recorded only now that their contents are indexed; then drop contents no file refers to.
+    # Files: new state of the rest (copies of known contents, touched, unreadable, deleted); then drop contents
+    # no file refers to.
+    unreadable_files, unreadable_contents = _unreadable_records(found.unreadable, known, report)
     with manifest.transaction() as db:
-        manifest.save_files(db, found.changed + found.touched)
+        manifest.save_contents(db, unreadable_contents, [])
+        manifest.save_files(db, found.changed + found.touched + unreadable_files)
         manifest.delete_files(db, found.deleted)
     orphans = manifest.orphan_shas()
     if orphans:
@@ -205,6 +264,51 @@ def _run(
         report.add_time("keyword index", time.perf_counter() - started)
 
 
+def unreadable_sha(root: str, rel: str, reason: str) -> str:
+    """The manifest key of a file that could not even be opened (no content to hash): stable while it stays so."""
+    digest = hashlib.sha256(f"{root}\0{rel}\0{reason}".encode("utf-8", "backslashreplace")).hexdigest()
+    return f"unreadable-{digest[:40]}"
+
+
+def _unreadable_records(
+    unreadable: list[tuple[str, str, str]], known: set[str], report: IndexReport
+) -> tuple[list[FileRecord], list[ContentRecord]]:
+    """Files discover could not stat or open (broken or looping symlinks, FIFOs, permissions, non-UTF-8 names):
+    quarantined with their reason like unreadable notebooks, so `nbrecall status` lists them. Size and mtime 0
+    make the next run look at them again; the key changes with the reason, so a fixed file is picked up."""
+    files: list[FileRecord] = []
+    contents: list[ContentRecord] = []
+    for root, rel, reason in unreadable:
+        sha = unreadable_sha(root, rel, reason)
+        files.append(FileRecord(root, rel, 0, 0, sha))
+        if sha not in known:
+            contents.append(ContentRecord(sha, "quarantined", reason, root, rel))
+            report.quarantined.append((rel, reason))
+            known.add(sha)
+    return files, contents
+
+
+def _render_changes(
+    files: list[FileRecord], todo: dict[str, FileRecord], manifest: Manifest, out_dir: Path
+) -> list[FileRecord]:
+    """Indexed, unchanged contents whose render is not the one they were indexed with (made, replaced or removed
+    since): one stat of `<renders>/<sha>.json` per content against the manifest's `render_mtime_ns`."""
+    recorded = manifest.render_marks()
+    if not recorded and not out_dir.is_dir():
+        return []
+    indexed = manifest.indexed_shas()
+    redo: list[FileRecord] = []
+    seen: set[str] = set()
+    for record in files:
+        sha = record.sha256
+        if sha in todo or sha in seen or sha not in indexed:
+            continue
+        seen.add(sha)
+        if render_mtime_ns(out_dir, sha) != recorded.get(sha):
+            redo.append(record)
+    return redo
+
+
 def _index_batch(
     batch: list[FileRecord],
     settings: Settings,
@@ -213,7 +317,12 @@ def _index_batch(
     manifest: Manifest,
     cache: EmbeddingCache,
     report: IndexReport,
+    files: list[FileRecord] | None = None,
 ) -> None:
+    """Index `batch` (one record per new content). The store commit comes first; then one manifest transaction
+    records the contents and points their `files` (every path with one of those contents) at them, so a search
+    switches each path from its old content to its new one at once: only contents a file refers to are visible
+    (`Manifest.indexed_shas`)."""
     records: list[ContentRecord] = []
     cell_records: list[CellRecord] = []
     all_rows: list[ChunkRow] = []
@@ -242,5 +351,6 @@ def _index_batch(
     store.replace_notebooks([r.sha256 for r in records], all_rows)
     with manifest.transaction() as db:
         manifest.save_contents(db, records, cell_records)
+        manifest.save_files(db, files or [])
     report.chunks_written += len(all_rows)
     report.add_time("write", time.perf_counter() - started)

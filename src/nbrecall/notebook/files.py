@@ -2,9 +2,66 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+}
+
+
+class NotARegularFile(OSError):
+    """The path is a FIFO, socket, device or folder: opening it for reading could block forever or never end."""
+
+    def __init__(self, path: str | Path, mode: int) -> None:
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        super().__init__(errno.EINVAL, f"not a regular file ({kind})", str(path))
+
+
+def printable_path(name: str) -> str:
+    """`name` as text that encodes as UTF-8: bytes of a non-UTF-8 file name (held by Python as lone surrogates)
+    shown as `\\xff` escapes. Names that are valid UTF-8 come back unchanged."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        pass
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # surrogates that are not escaped bytes: show them as \udxxx
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """Open `path` for binary reading, refusing anything but a regular file without blocking on it.
+
+    A plain `open()` of a FIFO named `x.ipynb` waits for a writer forever; `O_NONBLOCK` makes the open return
+    at once, and `fstat` on the open descriptor (no race with a rename) tells what it is.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(path, mode)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | Path) -> bytes:
+    """The bytes of a regular file (see `open_regular`)."""
+    with open_regular(path) as handle:
+        return handle.read()
 
 
 def walk_notebooks(

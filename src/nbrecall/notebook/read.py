@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import nbformat
 from nbformat.validator import ValidationError
 
+from nbrecall.notebook.files import read_regular
 from nbrecall.notebook.model import Cell, Notebook, Output, Quarantined
 
 
@@ -47,7 +49,7 @@ def read_notebook(path: str | Path, display_path: str | None = None) -> Notebook
     """Read one notebook file; raise `NotebookUnreadable` with a reason when it cannot be read."""
     shown = display_path or str(path)
     try:
-        data = Path(path).read_bytes()
+        data = read_regular(path)
     except OSError as exc:
         raise NotebookUnreadable(shown, f"cannot read file: {exc.strerror or exc}") from exc
     return read_notebook_bytes(data, shown)
@@ -77,13 +79,17 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
         raise fail(f"{kind}: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     if not isinstance(raw, dict) or "nbformat" not in raw:
         raise fail("not a notebook: JSON without an 'nbformat' field")
+    notes: list[str] = []
+    if _SURROGATE_ESCAPE.search(text):
+        replaced = _replace_lone_surrogates(raw)
+        if replaced:
+            notes.append(f"repaired: replaced {replaced} lone surrogate escape(s) with U+FFFD")
     major = raw.get("nbformat")
     minor = raw.get("nbformat_minor", 0)
     if not isinstance(major, int) or major not in (3, 4):
         raise fail(f"unsupported nbformat version {major!r} (nbrecall reads 3 and 4)")
-    if not isinstance(minor, int):
-        minor = 0
-    notes: list[str] = []
+    if not isinstance(minor, int) or isinstance(minor, bool):
+        raise fail(f"schema violation: nbformat_minor is {minor!r}, not an integer")
     try:
         nb = _to_v4(raw, major, notes)
     except NotebookUnreadable as exc:
@@ -93,6 +99,48 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
     except Exception as exc:  # nbformat raises many kinds on broken structure
         raise fail(f"schema violation: {_one_line(str(exc)) or type(exc).__name__}") from exc
     return _build(nb, path, digest, major, minor, notes, len(data))
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replace_lone_surrogates(raw: dict[str, Any]) -> int:
+    """Replace lone surrogates (valid JSON escapes such as `"\\udc80"`, but not encodable as UTF-8) in place.
+
+    Left in, they make every later UTF-8 encode fail: the chunk store, the manifest and the converted files.
+    Returns how many strings (values or keys) were changed. Iterative, so deep nesting cannot overflow here.
+    """
+    changed = 0
+
+    def fix(value: str) -> str:
+        nonlocal changed
+        fixed = _LONE_SURROGATE.sub("\ufffd", value)
+        if fixed != value:
+            changed += 1
+        return fixed
+
+    stack: list[Any] = [raw]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in list(node):
+                value = node[key]
+                if isinstance(key, str) and _LONE_SURROGATE.search(key):
+                    del node[key]
+                    key = fix(key)
+                    node[key] = value
+                if isinstance(value, str):
+                    node[key] = fix(value)
+                elif isinstance(value, dict | list):
+                    stack.append(value)
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                if isinstance(value, str):
+                    node[i] = fix(value)
+                elif isinstance(value, dict | list):
+                    stack.append(value)
+    return changed
 
 
 def _one_line(message: str, limit: int = 200) -> str:
@@ -138,7 +186,8 @@ _CELL_KEYS = {
 
 def _drop_unexpected_cell_keys(node: dict[str, Any], notes: list[str]) -> None:
     """Remove keys a cell type may not carry (editors write e.g. `execution_count` on markdown cells)."""
-    allow_id = node.get("nbformat_minor", 0) >= 5
+    minor = node.get("nbformat_minor", 0)
+    allow_id = isinstance(minor, int) and minor >= 5
     for i, cell in enumerate(node["cells"]):
         allowed = _CELL_KEYS[cell["cell_type"]] - (set() if allow_id else {"id"})
         for key in sorted(set(cell) - allowed):

@@ -31,6 +31,13 @@ from nbrecall.notebook.model import Notebook
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook, read_notebook_bytes, sha256_bytes
 from nbrecall.render.compare import CompareOptions, RenderResult, compare_notebook, stale_result
 from nbrecall.render.paths import PathRule, parse_rules, scan_notebook
+from nbrecall.render.pyodide import (
+    describe_pyodide,
+    execute_notebook_pyodide,
+    pyodide_problem,
+    refine_reason,
+    runner_version,
+)
 from nbrecall.render.sandbox import (
     Limits,
     SandboxSpec,
@@ -55,6 +62,8 @@ class RenderOptions:
     compare: CompareOptions = field(default_factory=CompareOptions)
     hide: list[Path] = field(default_factory=list)  # folders the sandbox must not see (the index)
     write: bool = True
+    backend: str = "kernel"  # "kernel" (nbclient + IPython kernel) or "pyodide" (see render/pyodide.py)
+    pyodide_wheels: Path | None = None  # the pyodide backend's local wheel folder
 
     @classmethod
     def from_settings(cls, settings: Any, out_dir: Path | None = None, data_dir: Path | None = None) -> RenderOptions:
@@ -73,6 +82,8 @@ class RenderOptions:
             copy_limit_mb=r.copy_limit_mb,
             compare=CompareOptions(rel_tol=r.rel_tol, compare_stderr=r.compare_stderr),
             hide=[index_dir, out],
+            backend=r.backend,
+            pyodide_wheels=Path(r.pyodide_wheels) if r.pyodide_wheels else None,
         )
 
 
@@ -94,7 +105,10 @@ def to_executable(notebook: Notebook) -> nbformat.NotebookNode:
     return nb
 
 
-def _environment(python: str) -> dict[str, str]:
+def _environment(python: str, backend: str = "kernel") -> dict[str, str]:
+    if backend == "pyodide":
+        return {"python": "pyodide " + runner_version(), "platform": platform.platform(terse=True),
+                "backend": "bwrap+pyodide"}
     return {"python": platform.python_version() if python == sys.executable else python,
             "platform": platform.platform(terse=True), "backend": "bwrap"}
 
@@ -118,13 +132,13 @@ def render_notebook(path: Path, root: Path | None, options: RenderOptions) -> tu
     def finish(result: RenderResult) -> RenderResult:
         result.paths = scan.to_dict()
         result.rendered_at = stamp
-        result.environment = _environment(options.python)
+        result.environment = _environment(options.python, options.backend)
         result.execution.setdefault("duration_s", round(time.monotonic() - started, 3))
         return result
 
     if original.language not in ("python", "python3", "python2", ""):
         return finish(stale_result(shown, sha, f"kernel not available: {original.language}")), None
-    problem = sandbox_problem()
+    problem = pyodide_problem() if options.backend == "pyodide" else sandbox_problem()
     if problem:
         return finish(stale_result(shown, sha, "sandbox unavailable", [problem])), None
     spec = SandboxSpec(
@@ -133,13 +147,17 @@ def render_notebook(path: Path, root: Path | None, options: RenderOptions) -> tu
         limits=options.limits, copy_limit_mb=options.copy_limit_mb,
     )
     try:
-        execution = execute_notebook(to_executable(original), spec)
+        if options.backend == "pyodide":
+            execution = execute_notebook_pyodide(to_executable(original), spec, options.pyodide_wheels)
+        else:
+            execution = execute_notebook(to_executable(original), spec)
     except SandboxUnavailable as exc:
         return finish(stale_result(shown, sha, "sandbox unavailable", [str(exc)])), None
     executed = execution.notebook
     fresh = read_notebook_bytes(nbformat.writes(executed).encode("utf-8"), shown)
     result = compare_notebook(original, fresh, execution, options.compare)
-    result.execution = describe(execution)
+    refine_reason(result, execution)
+    result.execution = describe(execution) | describe_pyodide(execution)
     result.notes = list(execution.notes)
     if scan.unmapped:
         result.notes.append(f"{len(scan.unmapped)} absolute path(s) no rule maps: " + ", ".join(scan.unmapped[:5]))

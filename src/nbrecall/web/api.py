@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from nbrecall.index.store import SearchFilters
+from nbrecall.ingest.renders import match_cells, render_summary, render_warning
 from nbrecall.notebook.model import Cell
 from nbrecall.notebook.outputs import OutputLimits, render_outputs
 from nbrecall.search.retrieve import SearchResult
@@ -24,6 +25,8 @@ from nbrecall.web.models import (
     CellSummary,
     ErrorResponse,
     NotebookDetail,
+    RenderCell,
+    RenderInfo,
     SearchResponse,
     StatusResponse,
 )
@@ -54,8 +57,12 @@ def viewer_url(nb_id: str, cell_id: str | None = None) -> str:
     return f"/nb/{nb_id}" + (f"#cell-id={cell_id}" if cell_id else "")
 
 
-def search_payload(result: SearchResult, k: int) -> dict[str, Any]:
-    """The JSON contract (`query`, `results`) plus the same hits grouped by notebook."""
+def search_payload(
+    result: SearchResult, k: int, renders: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The JSON contract (`query`, `results`) plus the same hits grouped by notebook; `renders` (sha →
+    `render_summary`) adds each notebook's re-render status and, for stale ones, the warning."""
+    renders = renders or {}
     hits = result.hits(k)
     shown = {id(h) for h in hits}
     groups: list[dict[str, Any]] = []
@@ -75,6 +82,7 @@ def search_payload(result: SearchResult, k: int) -> dict[str, Any]:
                 "author": first.author,
                 "stale": first.stale,
                 "deprecated": first.deprecated,
+                **_render_fields(renders.get(nb.nb_sha), first.stale),
                 "url": viewer_url(nb.nb_sha),
                 "hits": [
                     {**_contract(h), "nb_id": nb.nb_sha, "url": viewer_url(nb.nb_sha, h.cell_id)} for h in nb_hits
@@ -82,6 +90,14 @@ def search_payload(result: SearchResult, k: int) -> dict[str, Any]:
             }
         )
     return {"query": result.query, "results": [_contract(h) for h in hits], "notebooks": groups}
+
+
+def _render_fields(summary: dict[str, Any] | None, stale: bool) -> dict[str, Any]:
+    summary = summary or render_summary(None)
+    warning = summary["warning"]
+    if warning is None and stale:
+        warning = render_warning("stale", summary["render_reason"])
+    return {"render_status": summary["render_status"], "render_reason": summary["render_reason"], "warning": warning}
 
 
 def _contract(hit: Any) -> dict[str, Any]:
@@ -110,7 +126,7 @@ def api_search(
 ) -> dict[str, Any]:
     filters = _filters(year, project, author, tag, include_deprecated)
     result = state.search(q, filters, max_notebooks=k)
-    return search_payload(result, k)
+    return search_payload(result, k, state.render_summaries([nb.nb_sha for nb in result.notebooks]))
 
 
 _CITATION = {
@@ -231,6 +247,9 @@ def api_notebook(state: State, nb_id: NbId) -> dict[str, Any]:
         order_warnings = [str(w) for w in meta.get("order_warnings") or []]
     year = meta.get("year")
     health = meta.get("health")
+    render, fresh = state.render(content)
+    compared = {c.id: c.status for c in render.cells} if render is not None else {}
+    indexed = render_summary(meta)
     return {
         "id": content.sha256,
         "path": content.rel,
@@ -248,6 +267,8 @@ def api_notebook(state: State, nb_id: NbId) -> dict[str, Any]:
         "order_warnings": list(order_warnings),
         "notes": [str(n) for n in meta.get("notes") or []],
         "source": "file" if loaded is not None else "index",
+        **_render_fields(indexed, False),
+        "render": _render_info(render, fresh is not None, indexed["render_status"], meta) if render else None,
         "viewer_url": viewer_url(nb_id),
         "report_url": f"/nb/{nb_id}/report",
         "deps_url": f"/nb/{nb_id}/deps.svg",
@@ -260,10 +281,26 @@ def api_notebook(state: State, nb_id: NbId) -> dict[str, Any]:
                 source_chars=len(r.source),
                 first_line=next((ln.strip() for ln in r.source.splitlines() if ln.strip()), "")[:200],
                 url=viewer_url(nb_id, r.cell_id),
+                render_status=compared.get(r.cell_id),
             )
             for r in records
         ],
     }
+
+
+def _render_info(render: Any, has_fresh: bool, indexed: str | None, meta: dict[str, Any]) -> RenderInfo:
+    return RenderInfo(
+        status=render.status,
+        reason=render.reason,
+        rendered_at=render.rendered_at,
+        warning=render_warning(render.status, render.reason),
+        indexed_status=indexed,
+        outputs_indexed="fresh" if indexed and meta.get("render_outputs") == "fresh" else "original",
+        has_fresh_outputs=has_fresh,
+        counts=render.counts(),
+        notes=[str(n) for n in render.notes],
+        cells=[RenderCell(index=c.index, cell_id=c.id, status=c.status, detail=c.detail) for c in render.cells],
+    )
 
 
 @router.get("/notebooks/{nb_id}/cells/{index}", response_model=CellDetail, responses=NOT_FOUND, summary="One cell")
@@ -278,19 +315,20 @@ def api_cell(state: State, nb_id: NbId, index: Annotated[int, Path(description="
         raise not_found("no such cell")
     loaded = state.notebook(content)
     outputs: list[CellOutput] = []
+    fresh_outputs: list[CellOutput] | None = None
     tags: list[str] = []
+    render, fresh = state.render(content)
+    comparison = render.cell(record.cell_id) if render is not None else None
     if loaded is not None:
         nb = loaded[0]
         cell: Cell = nb.cells[index] if 0 <= index < len(nb.cells) else cells_from_records([record])[0]
         tags = list(cell.tags)
         limits = OutputLimits(max_chars=state.settings.chunk.max_output_chars)
-        rendered = render_outputs(cell, markdown_above=_markdown_above(nb.cells, index), limits=limits)
-        for raw, out in zip(cell.outputs, rendered, strict=False):
-            outputs.append(
-                CellOutput(
-                    output_type=raw.output_type, kind=out.kind, mime=out.mime, text=out.text, truncated=out.truncated
-                )
-            )
+        above = _markdown_above(nb.cells, index)
+        outputs = _cell_outputs(cell, above, limits)
+        fresh_cell = match_cells(nb, fresh).get(index) if fresh is not None else None
+        if fresh_cell is not None and cell.is_code:
+            fresh_outputs = _cell_outputs(fresh_cell, above, limits)
     return CellDetail(
         notebook_id=nb_id,
         notebook=content.rel,
@@ -303,7 +341,17 @@ def api_cell(state: State, nb_id: NbId, index: Annotated[int, Path(description="
         outputs=outputs,
         outputs_text=record.outputs,
         url=viewer_url(nb_id, record.cell_id),
+        render_status=comparison.status if comparison is not None else None,
+        fresh_outputs=fresh_outputs,
     )
+
+
+def _cell_outputs(cell: Cell, markdown_above: str | None, limits: OutputLimits) -> list[CellOutput]:
+    rendered = render_outputs(cell, markdown_above=markdown_above, limits=limits)
+    return [
+        CellOutput(output_type=raw.output_type, kind=out.kind, mime=out.mime, text=out.text, truncated=out.truncated)
+        for raw, out in zip(cell.outputs, rendered, strict=False)
+    ]
 
 
 def _markdown_above(cells: list[Cell], index: int) -> str | None:
@@ -324,4 +372,5 @@ def api_status(state: State) -> dict[str, Any]:
         for rec in manifest.contents("quarantined"):
             for root, rel in manifest.paths_of(rec.sha256) or [(rec.root, rec.rel)]:
                 quarantined.append({"path": rel, "root": root, "sha256": rec.sha256, "reason": rec.reason})
-    return {"stats": stats, "quarantined": quarantined}
+        renders = manifest.render_counts()
+    return {"stats": stats, "quarantined": quarantined, "renders": renders}

@@ -33,6 +33,10 @@ class NotebookHit(Hit):
     url: str = Field(description="viewer link to the cell: /nb/<nb_id>#cell-id=<cell_id>")
 
 
+RENDER_STATUS = "re-render status as indexed: 'fresh', 'changed' or 'stale'; null when never re-rendered"
+WARNING = "set for stale notebooks: 'stale: <reason> — outputs could not be re-executed'"
+
+
 class NotebookGroup(BaseModel):
     id: str = Field(description="SHA-256 of the notebook content")
     path: str
@@ -43,6 +47,9 @@ class NotebookGroup(BaseModel):
     author: str
     stale: bool
     deprecated: bool
+    render_status: str | None = Field(default=None, description=RENDER_STATUS)
+    render_reason: str = Field(default="", description="why a stale notebook could not be re-executed")
+    warning: str | None = Field(default=None, description=WARNING)
     url: str
     hits: list[NotebookHit]
 
@@ -61,6 +68,34 @@ class CellSummary(BaseModel):
     source_chars: int
     first_line: str
     url: str
+    render_status: str | None = Field(
+        default=None, description="this cell in the stored re-render: 'same', 'changed', 'failed', 'new' or null"
+    )
+
+
+class RenderCell(BaseModel):
+    index: int
+    cell_id: str
+    status: str = Field(description="'same', 'changed', 'failed' or 'new'")
+    detail: str = Field(description="the fresh error, or a short diff of the normalised outputs")
+
+
+class RenderInfo(BaseModel):
+    """The stored re-render of this notebook content (`nbrecall render`)."""
+
+    status: str = Field(description="'fresh', 'changed' or 'stale'")
+    reason: str
+    rendered_at: str
+    warning: str | None = Field(description=WARNING)
+    indexed_status: str | None = Field(
+        description="the render status the index was built with; differs from `status` until the next "
+        "`nbrecall index` after a new render"
+    )
+    outputs_indexed: str = Field(description="'fresh' (the re-rendered outputs are indexed) or 'original'")
+    has_fresh_outputs: bool = Field(description="an executed copy is stored (the viewer shows it side by side)")
+    counts: dict[str, int] = Field(description="cells by status")
+    notes: list[str]
+    cells: list[RenderCell]
 
 
 class NotebookDetail(BaseModel):
@@ -80,6 +115,10 @@ class NotebookDetail(BaseModel):
     order_warnings: list[str]
     notes: list[str]
     source: str = Field(description="'file' when the file on disk still has the indexed content, else 'index'")
+    render_status: str | None = Field(default=None, description=RENDER_STATUS)
+    render_reason: str = ""
+    warning: str | None = Field(default=None, description=WARNING)
+    render: RenderInfo | None = Field(default=None, description="the stored re-render, if any")
     viewer_url: str
     report_url: str
     deps_url: str
@@ -108,6 +147,10 @@ class CellDetail(BaseModel):
     outputs: list[CellOutput]
     outputs_text: str = Field(description="the filtered outputs as indexed")
     url: str
+    render_status: str | None = Field(default=None, description="this cell in the stored re-render, if any")
+    fresh_outputs: list[CellOutput] | None = Field(
+        default=None, description="the re-rendered outputs (after the same output rules), when a render ran"
+    )
 
 
 class Stats(BaseModel):
@@ -125,9 +168,25 @@ class QuarantinedFile(BaseModel):
     reason: str
 
 
+class ReasonCount(BaseModel):
+    reason: str
+    count: int
+
+
+class RenderStats(BaseModel):
+    """Indexed notebooks by re-render status (as the index used them)."""
+
+    fresh: int
+    changed: int
+    stale: int
+    not_rendered: int
+    stale_reasons: list[ReasonCount]
+
+
 class StatusResponse(BaseModel):
     stats: Stats
     quarantined: list[QuarantinedFile]
+    renders: RenderStats | None = Field(default=None, description="null when no indexed notebook was re-rendered")
 
 
 class AskRequest(BaseModel):

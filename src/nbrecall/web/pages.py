@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
+from nbrecall.ingest.renders import render_label
 from nbrecall.web.api import search_payload
 from nbrecall.web.models import MAX_FILTER, MAX_QUERY
 from nbrecall.web.render import highlight_terms, notebook_view, pygments_css, render_markdown
@@ -60,9 +61,11 @@ def search_page(
         except ValueError as exc:
             error = str(exc)
         else:
-            payload = search_payload(state.search(q or "", filters, max_notebooks=k), k)
+            result = state.search(q or "", filters, max_notebooks=k)
+            payload = search_payload(result, k, state.render_summaries([nb.nb_sha for nb in result.notebooks]))
             groups = payload["notebooks"]
             for group in groups:
+                group["render_label"] = render_label(group["render_status"], group["render_reason"])
                 for hit in group["hits"]:
                     snippet = re.sub(r"\n\s*\n+", "\n", hit["snippet"].strip())  # no blank lines in a snippet
                     hit["snippet_html"] = highlight_terms(snippet, q or "")
@@ -87,7 +90,10 @@ def viewer(request: Request, state: State, nb_id: str) -> HTMLResponse:
     except NotFound:
         return _missing(request)
     loaded = state.notebook(content)
-    view = notebook_view(content, state.paths(nb_id), loaded[0] if loaded else None, state.cells(nb_id))
+    render, fresh = state.render(content)
+    view = notebook_view(
+        content, state.paths(nb_id), loaded[0] if loaded else None, state.cells(nb_id), render, fresh
+    )
     return _page(request, "notebook.html", view=view, title=view.path)
 
 

@@ -3,6 +3,11 @@
 The viewer shows the indexed content of a notebook. It reads the file the manifest names for the notebook's
 hash and checks that the bytes still hash to it; when the file is gone or has changed since indexing, it shows
 the cells the manifest recorded (sources and filtered outputs) and says so.
+
+When the notebook content has a stored re-render (`nbrecall render`), the page carries a notebook-level badge
+(fresh / changed / stale + reason), every compared code cell a badge (same / changed / failed / new), and, when
+the render ran, the original and the re-rendered outputs side by side; both go through `render_output`, so the
+fresh outputs are sanitized exactly like the originals.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
@@ -24,6 +29,7 @@ from pygments.lexers import PythonLexer, TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from nbrecall.ingest.manifest import CellRecord, ContentRecord
+from nbrecall.ingest.renders import match_cells, render_label, render_summary, render_warning
 from nbrecall.notebook.analysis import analyse_order
 from nbrecall.notebook.model import Cell, Notebook, Output
 from nbrecall.notebook.outputs import collapse_carriage_returns, human_size, strip_ansi
@@ -36,6 +42,9 @@ from nbrecall.web.security import (
     sanitize_html,
     sanitize_svg,
 )
+
+if TYPE_CHECKING:
+    from nbrecall.render.compare import RenderResult
 
 MAX_TEXT_OUTPUT = 100_000  # characters of one stream/text output shown in the viewer (head and tail beyond)
 MAX_HTML_OUTPUT = 2_000_000
@@ -204,10 +213,37 @@ class CellView:
     body: Markup
     outputs: list[Markup] = field(default_factory=list)
     prompts: list[str] = field(default_factory=list)
+    render_status: str | None = None  # same / changed / failed / new, when a stored render compared this cell
+    render_detail: str = ""  # the fresh error or a short diff
+    fresh_outputs: list[Markup] | None = None  # set when the page shows original and re-rendered side by side
+    fresh_prompts: list[str] = field(default_factory=list)
 
     @property
     def anchor(self) -> str:
         return f"cell-id={self.cell_id}"
+
+    @property
+    def side_by_side(self) -> bool:
+        return self.fresh_outputs is not None and bool(self.outputs or self.fresh_outputs or self.render_status)
+
+
+@dataclass
+class RenderView:
+    """The notebook-level render badge and what the page says about the render."""
+
+    status: str
+    reason: str
+    rendered_at: str
+    warning: str | None
+    counts: dict[str, int]
+    notes: list[str]
+    side_by_side: bool
+    indexed_status: str | None  # what the index used; None when indexed without a render
+    notice: str | None = None
+
+    @property
+    def label(self) -> str:
+        return render_label(self.status, self.reason)
 
 
 @dataclass
@@ -221,6 +257,7 @@ class NotebookView:
     notes: list[str]
     from_file: bool
     notice: str | None = None
+    render: RenderView | None = None
 
 
 def load_notebook(path_on_disk: Any, sha: str, display_path: str) -> tuple[Notebook, bytes] | None:
@@ -247,9 +284,15 @@ def cells_from_records(records: list[CellRecord]) -> list[Cell]:
 
 
 def notebook_view(
-    content: ContentRecord, paths: list[str], nb: Notebook | None, records: list[CellRecord]
+    content: ContentRecord,
+    paths: list[str],
+    nb: Notebook | None,
+    records: list[CellRecord],
+    render: RenderResult | None = None,
+    fresh: Notebook | None = None,
 ) -> NotebookView:
-    """The viewer's model of one indexed notebook: from the file when it is unchanged, else from the index."""
+    """The viewer's model of one indexed notebook: from the file when it is unchanged, else from the index;
+    with the stored re-render (`render`, and its executed copy `fresh`) when there is one."""
     meta = dict(content.meta or {})
     language = str(meta.get("language") or "python")
     cells: list[CellView] = []
@@ -272,7 +315,7 @@ def notebook_view(
             "The file on disk is missing or has changed since it was indexed: showing the indexed cells "
             "(sources and filtered outputs). Re-index to see the current file."
         )
-    return NotebookView(
+    view = NotebookView(
         sha=content.sha256,
         path=content.rel,
         paths=paths,
@@ -283,6 +326,61 @@ def notebook_view(
         from_file=nb is not None,
         notice=notice,
     )
+    if render is not None:
+        view.render = _attach_render(view, render, nb, fresh)
+    return view
+
+
+def _attach_render(view: NotebookView, render: RenderResult, nb: Notebook | None, fresh: Notebook | None) -> RenderView:
+    """Badges on the cells the render compared; the re-rendered outputs beside the originals when it ran."""
+    compared = {c.id: c for c in render.cells}
+    for cell in view.cells:
+        comparison = compared.get(cell.cell_id)
+        if comparison is not None:
+            cell.render_status, cell.render_detail = comparison.status, comparison.detail
+    side_by_side = False
+    if nb is not None and fresh is not None:
+        matched = match_cells(nb, fresh)
+        for cell in view.cells:
+            other = matched.get(cell.index)
+            if cell.cell_type == "code" and other is not None:
+                cell.fresh_outputs, cell.fresh_prompts = _outputs_html(other.outputs)
+                side_by_side = True
+    indexed = render_summary(view.meta)["render_status"]
+    notice = None
+    if indexed != render.status or str(view.meta.get("rendered_at") or "") != render.rendered_at:
+        notice = (
+            "This render is newer than the index: search still uses "
+            + (f"the {indexed} render" if indexed else "the file's own outputs")
+            + ". Run `nbrecall index` to use it."
+        )
+    return RenderView(
+        status=render.status,
+        reason=render.reason,
+        rendered_at=render.rendered_at,
+        warning=render_warning(render.status, render.reason),
+        counts={k: v for k, v in render.counts().items() if v},
+        notes=[str(n) for n in render.notes],
+        side_by_side=side_by_side,
+        indexed_status=indexed,
+        notice=notice,
+    )
+
+
+def _outputs_html(outputs: list[Output]) -> tuple[list[Markup], list[str]]:
+    """Outputs as sanitized HTML with their `Out[n]` prompts (the same rules for original and fresh outputs)."""
+    html_outputs: list[Markup] = []
+    prompts: list[str] = []
+    for output in outputs:
+        try:
+            html_outputs.append(render_output(output))
+        except Exception as exc:  # odd data must never break the page
+            html_outputs.append(_marker(f"[unreadable output: {type(exc).__name__}]"))
+        prompt = ""
+        if output.output_type == "execute_result" and output.execution_count is not None:
+            prompt = f"Out[{output.execution_count}]"
+        prompts.append(prompt)
+    return html_outputs, prompts
 
 
 def _cell_view(cell: Cell, language: str) -> CellView:
@@ -293,15 +391,7 @@ def _cell_view(cell: Cell, language: str) -> CellView:
     else:
         body = Markup('<pre class="raw">{}</pre>').format(cell.source)
     view = CellView(cell.index, cell.id, cell.cell_type, cell.execution_count, list(cell.tags), body)
-    for output in cell.outputs:
-        try:
-            view.outputs.append(render_output(output))
-        except Exception as exc:  # odd data must never break the page
-            view.outputs.append(_marker(f"[unreadable output: {type(exc).__name__}]"))
-        prompt = ""
-        if output.output_type == "execute_result" and output.execution_count is not None:
-            prompt = f"Out[{output.execution_count}]"
-        view.prompts.append(prompt)
+    view.outputs, view.prompts = _outputs_html(cell.outputs)
     return view
 
 

@@ -5,16 +5,21 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException, Request
 
 from nbrecall.config import Settings
 from nbrecall.index.store import SearchFilters
 from nbrecall.ingest.manifest import CellRecord, ContentRecord
+from nbrecall.ingest.renders import load_render_pair, render_summary, renders_dir
 from nbrecall.notebook.model import Notebook
 from nbrecall.search.retrieve import SearchResult
 from nbrecall.service import Archive
 from nbrecall.web.render import load_notebook
+
+if TYPE_CHECKING:
+    from nbrecall.render.compare import RenderResult
 
 NB_ID = re.compile(r"^[0-9a-f]{64}$")
 
@@ -61,6 +66,16 @@ class WebState:
         with self.lock:
             path = self.archive.notebook_file(content.sha256)
         return load_notebook(path, content.sha256, content.rel)
+
+    def render(self, content: ContentRecord) -> tuple[RenderResult | None, Notebook | None]:
+        """The stored re-render of this content and its executed copy (found by hash in the renders folder)."""
+        return load_render_pair(renders_dir(self.settings), content.sha256, content.rel)
+
+    def render_summaries(self, shas: list[str]) -> dict[str, dict[str, Any]]:
+        """sha → `render_summary` of what the index used, for a page of search results."""
+        with self.lock:
+            records = {sha: self.archive.manifest.content(sha) for sha in dict.fromkeys(shas)}
+        return {sha: render_summary(rec.meta if rec is not None else None) for sha, rec in records.items()}
 
 
 def get_state(request: Request) -> WebState:

@@ -1,0 +1,247 @@
+"""Concurrent use: searches (threads and a second process) while an index run rewrites the corpus, and a second
+indexer on the same index.
+
+Every search must succeed, and every notebook must be seen at its old or its new version: the hits of a result
+come from one content, that content is complete in the store, and a path is never shown at two versions at
+once. `bench/faults_concurrency.py` runs the same checks for longer and prints the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from nbformat import v4
+
+from conftest import HashEmbedder, code, result, write_nb
+from nbrecall.config import Settings
+from nbrecall.index.store import LanceStore
+from nbrecall.ingest.lock import IndexLocked
+from nbrecall.ingest.manifest import Manifest
+from nbrecall.ingest.pipeline import run_index
+from nbrecall.search.retrieve import retrieve
+
+TESTS = Path(__file__).parent
+VERSIONS = ("alphaversion", "betaversion")
+
+
+def write_corpus(root: Path, version: int, n: int, *, skip: tuple[int, ...] = ()) -> None:
+    """`n` small notebooks whose every cell carries the version marker, so a chunk tells which version it is."""
+    marker = VERSIONS[version]
+    for i in range(n):
+        path = root / f"nb{i:03d}.ipynb"
+        if i in skip:
+            path.unlink(missing_ok=True)
+            continue
+        write_nb(
+            path,
+            [
+                v4.new_markdown_cell(f"# Study {i} {marker}\nHull {i} resistance, {marker} of the calculation."),
+                code(f"r{i} = {i} * 2.5  # {marker}", 1, [result(f"{i * 2.5} {marker}", 1)]),
+                v4.new_markdown_cell(f"## Mooring {i} {marker}\nAnchor line {i} pretension {marker}."),
+                code(f"t{i} = {i} * 10  # {marker}", 2),
+            ],
+        )
+
+
+WRITER = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    from pathlib import Path
+    from conftest import HashEmbedder
+    from nbrecall.config import Settings
+    from nbrecall.index.store import LanceStore
+    from nbrecall.ingest.pipeline import run_index
+
+    class Slow(HashEmbedder):
+        def embed(self, texts):
+            time.sleep({delay})
+            return super().embed(texts)
+
+    emb = Slow()
+    index = Path({index!r})
+    print("started", flush=True)
+    run_index([Path({root!r})], Settings(index_dir=index), emb, LanceStore(index / "lance", emb.dim),
+              batch_notebooks={batch})
+""")
+
+
+def start_writer(root: Path, index: Path, delay: float = 0.05, batch: int = 2) -> subprocess.Popen[str]:
+    script = WRITER.format(tests=str(TESTS), index=str(index), root=str(root), delay=delay, batch=batch)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+    return proc
+
+
+def version_of(manifest: Manifest, sha: str) -> str:
+    """The single version marker of a content's cells in the manifest ("mixed" if they disagree)."""
+    found = {v for c in manifest.cells(sha) for v in VERSIONS if v in c.source}
+    return found.pop() if len(found) == 1 else f"mixed {sorted(found)}"
+
+
+@dataclass
+class Tally:
+    queries: int = 0
+    errors: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    seen: dict[str, set[str]] = field(default_factory=dict)  # path → versions seen over the run
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def check_search(index: Path, embedder: HashEmbedder, query: str, tally: Tally) -> None:
+    """One search as a reader does it (its own store and read-only manifest); record errors and violations."""
+    try:
+        store = LanceStore(index / "lance", embedder.dim)
+        manifest = Manifest(index / "manifest.sqlite", readonly=True)
+        try:
+            found = retrieve(query, store, manifest, embedder.embed([query])[0], Settings().retrieve)
+            problems: list[str] = []
+            paths: dict[str, str] = {}
+            for nb in found.notebooks:
+                if any(h.nb_sha != nb.nb_sha for h in nb.hits):
+                    problems.append(f"{nb.notebook}: hits from several contents")
+                version = version_of(manifest, nb.nb_sha)
+                if version.startswith("mixed"):
+                    problems.append(f"{nb.notebook}: cells of {version}")
+                for hit in nb.hits:
+                    other = [v for v in VERSIONS if v != version and v in hit.snippet]
+                    if other:
+                        problems.append(f"{nb.notebook}: {version} content shows a {other[0]} chunk")
+                if nb.notebook in paths and paths[nb.notebook] != nb.nb_sha:
+                    problems.append(f"{nb.notebook}: shown at two versions in one result")
+                paths[nb.notebook] = nb.nb_sha
+                with tally.lock:
+                    tally.seen.setdefault(nb.notebook, set()).add(version)
+        finally:
+            manifest.close()
+        with tally.lock:
+            tally.queries += 1
+            tally.violations.extend(f"{query!r}: {p}" for p in problems)
+    except Exception as exc:  # any failure of a search while the index is written is a finding
+        with tally.lock:
+            tally.queries += 1
+            tally.errors.append(f"{query!r}: {type(exc).__name__}: {exc}")
+
+
+def check_store(index: Path, dim: int, tally: Tally) -> None:
+    """Store-level: a content the manifest lists as visible has all of its chunks or (just deleted) none."""
+    try:
+        manifest = Manifest(index / "manifest.sqlite", readonly=True)
+        try:
+            visible = manifest.indexed_shas()
+            expected = {c.sha256: c.n_chunks for c in manifest.contents("indexed") if c.sha256 in visible}
+        finally:
+            manifest.close()
+        counts = LanceStore(index / "lance", dim).notebook_shas()
+        for sha, n in expected.items():
+            if counts.get(sha, 0) not in (0, n):
+                with tally.lock:
+                    tally.violations.append(f"store holds {counts[sha]} of the {n} chunks of {sha[:12]}")
+    except Exception as exc:
+        with tally.lock:
+            tally.errors.append(f"store check: {type(exc).__name__}: {exc}")
+
+
+def reader_loop(index: Path, stop: threading.Event, tally: Tally, offset: int, n: int) -> None:
+    embedder = HashEmbedder()
+    i = offset
+    while not stop.is_set():
+        query = [f"Hull {i % n} resistance", "anchor line pretension", f"Mooring {i % n}"][i % 3]
+        check_search(index, embedder, query, tally)
+        if i % 5 == 0:
+            check_store(index, embedder.dim, tally)
+        i += 1
+
+
+READER = textwrap.dedent("""
+    import json, sys, time
+    sys.path.insert(0, {tests!r})
+    from pathlib import Path
+    from test_faults_concurrency import Tally, check_search
+    from conftest import HashEmbedder
+
+    index, emb, tally = Path({index!r}), HashEmbedder(), Tally()
+    deadline = time.monotonic() + {seconds}
+    i = 0
+    while time.monotonic() < deadline:
+        check_search(index, emb, f"Hull {{i % {n}}} resistance", tally)
+        i += 1
+    print(json.dumps({{"queries": tally.queries, "errors": tally.errors, "violations": tally.violations}}))
+""")
+
+
+def run_concurrently(
+    root: Path, index: Path, n: int, *, threads: int, reader_seconds: float, delay: float
+) -> tuple[Tally, dict, float]:  # type: ignore[type-arg]
+    """v0 indexed, then v1 written (a few deleted) and indexed by a writer process while readers search."""
+    write_corpus(root, 0, n)
+    embedder = HashEmbedder()
+    run_index([root], Settings(index_dir=index), embedder, LanceStore(index / "lance", embedder.dim))
+    write_corpus(root, 1, n, skip=(1, 2))
+    tally, stop = Tally(), threading.Event()
+    started = time.monotonic()
+    writer = start_writer(root, index, delay=delay)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER.format(tests=str(TESTS), index=str(index), seconds=reader_seconds, n=n)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    workers = [
+        threading.Thread(target=reader_loop, args=(index, stop, tally, t, n), daemon=True) for t in range(threads)
+    ]
+    for w in workers:
+        w.start()
+    try:
+        assert writer.wait(timeout=300) == 0
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=60)
+    elapsed = time.monotonic() - started
+    out, _ = reader.communicate(timeout=120)
+    return tally, json.loads(out), elapsed
+
+
+def test_searches_during_an_index_run_see_each_notebook_at_one_version(tmp_path: Path) -> None:
+    root, index, n = tmp_path / "share", tmp_path / "idx", 24
+    tally, other, _elapsed = run_concurrently(root, index, n, threads=2, reader_seconds=4.0, delay=0.08)
+    assert tally.queries >= 10 and other["queries"] >= 3
+    assert tally.errors == [] and other["errors"] == []
+    assert tally.violations == [] and other["violations"] == []
+    # After the run: every notebook at its new version, the deleted ones gone.
+    embedder = HashEmbedder()
+    final = Tally()
+    for i in range(n):
+        check_search(index, embedder, f"Hull {i} resistance", final)
+    assert final.errors == [] and final.violations == []
+    assert set(final.seen) == {f"nb{i:03d}.ipynb" for i in range(n) if i not in (1, 2)}
+    assert all(v == {"betaversion"} for v in final.seen.values())
+
+
+def test_second_indexer_is_refused_with_the_lock_message(tmp_path: Path) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    write_corpus(root, 0, 12)
+    writer = start_writer(root, index, delay=0.3, batch=1)
+    try:
+        embedder = HashEmbedder()
+        deadline = time.monotonic() + 20
+        while not (index / "write.lock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        with pytest.raises(IndexLocked, match=rf"another nbrecall process \(pid {writer.pid}\) is writing"):
+            run_index([root], Settings(index_dir=index), embedder, LanceStore(index / "lance", embedder.dim))
+    finally:
+        writer.kill()
+        writer.wait()
+    # The lock dies with its holder: the next run goes through.
+    embedder = HashEmbedder()
+    report = run_index([root], Settings(index_dir=index), embedder, LanceStore(index / "lance", embedder.dim))
+    assert Manifest(index / "manifest.sqlite", readonly=True).stats()["notebooks"] == 12
+    assert report.notebooks_indexed <= 12
