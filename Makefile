@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := build/demo
 
-.PHONY: venv system-deps test lint demo clean
+.PHONY: venv system-deps pyodide-runner test lint demo clean
 
 $(BIN)/nbrecall: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,17 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium bubblewrap >/dev/null; \
 	else echo "note: install chromium and bubblewrap for the browser and sandbox tests (they skip without them)"; fi
 
+# The Pyodide render backend's Node.js runner (npm package pinned by its package-lock.json).
+PYODIDE_RUNNER := src/nbrecall/render/pyodide_runner
+pyodide-runner: $(PYODIDE_RUNNER)/node_modules/.package-lock.json
+$(PYODIDE_RUNNER)/node_modules/.package-lock.json: $(PYODIDE_RUNNER)/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix $(PYODIDE_RUNNER) --no-audit --no-fund --loglevel=error; \
+	else echo "note: install Node.js and npm for the pyodide render backend (its tests skip without them)"; fi
+
 lint: venv
 	$(BIN)/ruff check src tests bench
 
-test: venv system-deps lint
+test: venv system-deps pyodide-runner lint
 	$(BIN)/pytest
 
 demo: venv

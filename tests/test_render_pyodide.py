@@ -19,6 +19,7 @@ from nbformat import v4
 from typer.testing import CliRunner
 
 from nbrecall.render import pyodide as pyo
+from nbrecall.render.paths import parse_rules
 from nbrecall.render.run import RenderOptions, render_notebook
 from nbrecall.render.sandbox import Limits
 
@@ -63,11 +64,12 @@ def make_wheel(folder: Path, name: str = "nbr_tiny", body: str = "def double(x):
     return path
 
 
-def options(tmp: Path, data: Path | None = None, wheels: Path | None = None, **limits: float) -> RenderOptions:
+def options(tmp: Path, data: Path | None = None, wheels: Path | None = None, rules: list[dict] | None = None,
+            **limits: float) -> RenderOptions:
     lim = Limits(cell_timeout=limits.get("cell_timeout", 20), notebook_timeout=limits.get("notebook_timeout", 60),
                  memory_mb=int(limits.get("memory_mb", 2048)), startup_timeout=30)
-    return RenderOptions(out_dir=tmp / "renders", data_dir=data, limits=lim, workers=1, hide=[tmp / "index"],
-                         backend="pyodide", pyodide_wheels=wheels)
+    return RenderOptions(out_dir=tmp / "renders", data_dir=data, rules=parse_rules(rules or []), limits=lim,
+                         workers=1, hide=[tmp / "index"], backend="pyodide", pyodide_wheels=wheels)
 
 
 # A pure-Python notebook with the outputs an IPython kernel stored for it.
@@ -103,7 +105,7 @@ def test_missing_runner_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp
     if pyo.node_binary() is None:
         assert problem.startswith("node not found")
     else:
-        assert "not installed" in problem and pyo.INSTALL_HINT in problem
+        assert "not installed" in problem and f"npm ci --prefix {tmp_path / 'pyodide_runner'}" in problem
 
 
 def test_magics_become_get_ipython_calls() -> None:
@@ -196,9 +198,11 @@ def test_sandboxed_host_files_network_and_data(tmp_path: Path) -> None:
         ("open('/data/new.csv', 'w')", []),
         ("open('mine.txt', 'w').write('scratch')", []),
         ("import pyodide_js\nawait pyodide_js.loadPackage('numpy')\nimport numpy", []),
+        ("open(r'\\\\srv-calc-01\\projects\\X.CSV').read() == open('/mnt/share/x.csv').read()", []),
     ]
     path = write_nb(tmp_path / "proj/nb/s.ipynb", cells)
-    res, executed = render_notebook(path, tmp_path / "proj", options(tmp_path, data=data))
+    rules = [{"from": "\\\\srv-calc-01\\projects", "to": "."}, {"from": "/mnt/share", "to": "."}]
+    res, executed = render_notebook(path, tmp_path / "proj", options(tmp_path, data=data, rules=rules))
     outs = [c.outputs for c in executed.cells]
 
     def error(i: int) -> str:
@@ -223,6 +227,7 @@ def test_sandboxed_host_files_network_and_data(tmp_path: Path) -> None:
     loading = "".join(o.get("text", "") for o in outs[9] if o["output_type"] == "stream")
     assert f"attempting to load from {pyo.NO_WHEELS}/" in loading and "http" not in loading, loading
     assert error(9) == "ModuleNotFoundError: No module named 'numpy'"
+    assert value(10) == "True", outs[10]  # UNC (case-insensitive) and POSIX path rules onto the data folder
 
 
 @needs_pyodide

@@ -11,7 +11,7 @@ How a notebook runs:
   `/project` with a writable throw-away copy of the notebook's folder, tmpfs home, cleared environment), without
   the Python interpreter's folders, plus read-only `/nbrecall/pyodide_runner` (node_modules), the wheel folder at
   `/nbrecall/wheels` and the job file; limits by `prlimit` (address space needs Node's
-  `--disable-wasm-trap-handler`, Node >= 20.15; without it only the CPU limit applies, with a note);
+  `--disable-wasm-trap-handler`, Node 20.15+/22.2+; without it only the CPU limit applies, with a note);
 - inside, `runner.mjs` loads Pyodide from node_modules with `packageBaseUrl`/`packageCacheDir` set to the wheel
   folder (Pyodide's fallback "CDN" is that folder too, and the network is unshared anyway), mounts `/project`,
   `/data` and the POSIX path-rule targets into Pyodide's file system, loads the wheels the notebook's imports
@@ -25,8 +25,9 @@ Wheels: `render.pyodide_wheels` names a local folder. An import is served by (1)
 names include it (pure-Python `py3-none-any` wheels, or wasm32 wheels built for Pyodide 314), its requirements
 loaded from the same folder when present; (2) a package of Pyodide's own lock file (numpy, pandas, ...) whose
 wheel files, dependencies included, are all in the folder (copy them from the Pyodide release tarball of the same
-version); (3) the standard library. Anything else is reported as a note and, when the notebook stops on it,
-`stale: package not available offline: <module>`. IPython magics and shell escapes: see `pyodide_driver.py`.
+version); (3) the standard library; (4) a module or package in the notebook's own folder. Anything else is
+reported as a note and, when the notebook stops on it, `stale: package not available offline: <module>`.
+IPython magics and shell escapes: see `pyodide_driver.py`.
 """
 
 from __future__ import annotations
@@ -144,10 +145,11 @@ def runner_problem() -> str:
         return f"node {out.stdout.strip()} is too old for Pyodide (needs >= 18)"
     installed = runner_version()
     if not installed:
-        return f"the Pyodide runner is not installed (run in set-up: {INSTALL_HINT})"
+        return f"the Pyodide runner is not installed (run in set-up: npm ci --prefix {RUNNER_DIR})"
     locked = _locked_version()
     if locked and installed != locked:
-        return f"the Pyodide runner has pyodide {installed}, package-lock.json says {locked} (run: {INSTALL_HINT})"
+        return (f"the Pyodide runner has pyodide {installed}, package-lock.json says {locked}"
+                f" (run: npm ci --prefix {RUNNER_DIR})")
     return ""
 
 
@@ -456,7 +458,8 @@ class _PyodidePrepared(_Prepared):
             limits.insert(0, f"--as={memory}")
             flags.append("--disable-wasm-trap-handler")  # else V8 reserves ~10 GB of guard pages per wasm memory
         else:
-            self.notes.append("memory limit not applied: this Node.js lacks --disable-wasm-trap-handler (>= 20.15)")
+            self.notes.append("memory limit not applied: this Node.js lacks --disable-wasm-trap-handler"
+                              " (Node 20.15+ or 22.2+ has it)")
         return [*args, "--", prlimit, *limits, "--", node, *flags, "--no-warnings",
                 f"{RUNNER_MOUNT}/runner.mjs", JOB_MOUNT, str(fd)]
 

@@ -35,7 +35,7 @@ import time
 import traceback
 import types
 
-SKIPPED_MAGICS = ("matplotlib", "load_ext", "reload_ext", "autoreload", "aimport", "config", "pylab_off")
+SKIPPED_MAGICS = ("matplotlib", "load_ext", "reload_ext", "autoreload", "aimport", "config")
 _REPRS = (
     ("text/html", "_repr_html_"),
     ("text/markdown", "_repr_markdown_"),
