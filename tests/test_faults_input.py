@@ -93,11 +93,11 @@ def notebook_obj(draw: st.DrawFn) -> Any:
 
     def bundle() -> dict[str, Any]:
         mimes = draw(st.lists(st.sampled_from(MIMES), max_size=3, unique=True))
-        return {
+        return obj(**{
             m: pick(b64() if m.startswith("image/") and "svg" not in m else
                     any_json if "json" in m else multiline)
             for m in mimes
-        }
+        })
 
     def output() -> Any:
         kind = draw(st.sampled_from(["stream", "execute_result", "display_data", "error", "pyout", "weird"]))

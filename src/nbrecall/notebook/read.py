@@ -75,7 +75,9 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
     except RecursionError as exc:
         raise fail("JSON nested too deeply to parse") from exc
     except json.JSONDecodeError as exc:
-        kind = "truncated JSON" if exc.pos >= len(text.rstrip()) - 1 else "invalid JSON"
+        # A string still open at the end of the file is reported where it starts: that is a cut file too.
+        cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
+        kind = "truncated JSON" if cut else "invalid JSON"
         raise fail(f"{kind}: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     if not isinstance(raw, dict) or "nbformat" not in raw:
         raise fail("not a notebook: JSON without an 'nbformat' field")

@@ -202,34 +202,12 @@ def phrase_overlap(query: str, text: str) -> float:
     return len(pairs & _bigrams(text)) / len(pairs)
 
 
-_INTENTS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
-    (re.compile(r"\b(plot|plots|plotted|figure|chart|diagram|drawing|draw|drawn|visuali[sz]\w*|histogram|image|"
-                r"heatmap|map of|curve)\b", re.I), ("figure",)),
-    (re.compile(r"\w+(Error|Exception|Warning)\b|Traceback|error message|raised", re.I), ("error",)),
-    (re.compile(r"\b(columns?|dataframe|table|dataset|rows?)\b", re.I), ("table",)),
-    (re.compile(r"\b(what (value|share|fraction|number|percentage)|how (many|much|long|large)|result(ed|s)? for|"
-                r"score|accuracy|total|mean|average)\b", re.I), ("scalar", "table")),
-]
-
-
-def intent_kinds(query: str) -> set[str]:
-    """Chunk kinds the wording of a query asks for ("plot of …" → figure, "ValueError: …" → error)."""
-    kinds: set[str] = set()
-    for pattern, wanted in _INTENTS:
-        if pattern.search(query):
-            kinds.update(wanted)
-    return kinds
-
-
-def rerank(query: str, hits: list[StoreHit], phrase_weight: float, intent_boost: float = 0.15) -> list[StoreHit]:
-    """Add a phrase-match bonus (quoted errors and exact wording rise) and favour the chunk kinds the query asks
-    for; both are small next to the fused score, so they reorder near-ties rather than override relevance."""
-    kinds = intent_kinds(query)
+def rerank(query: str, hits: list[StoreHit], phrase_weight: float) -> list[StoreHit]:
+    """Add a phrase-match bonus to the fused score, so quoted errors and exact wording rise to the top."""
+    if phrase_weight <= 0:
+        return hits
     for hit in hits:
-        if phrase_weight > 0:
-            hit.score += phrase_weight * phrase_overlap(query, hit.row["text"])
-        if hit.row["kind"] in kinds:
-            hit.score *= 1.0 + intent_boost
+        hit.score += phrase_weight * phrase_overlap(query, hit.row["text"])
     return sorted(hits, key=lambda h: -h.score)
 
 
@@ -283,7 +261,7 @@ def retrieve(
     query_vector: np.ndarray | None,
     settings: RetrieveSettings,
     filters: SearchFilters | None = None,
-    per_notebook: int = 3,
+    per_notebook: int | None = None,
     max_notebooks: int = 10,
 ) -> SearchResult:
     """Hybrid search, grouped by notebook, with anchors and neighbourhoods for the top notebooks."""
@@ -300,7 +278,7 @@ def retrieve(
         shown: list[Hit] = []
         anchors: set[int] = set()
         for hit in group:
-            if len(shown) >= per_notebook:
+            if len(shown) >= (per_notebook or settings.hits_per_notebook):
                 break
             row = hit.row
             anchor, ordered = _pick_anchor(row, cells, terms)
