@@ -71,6 +71,7 @@ class RetrieveSettings:
     alpha: float = 0.8  # keyword weight in "convex" (measured on shared/eval: 0.5 → nb@1 0.883, 0.8 → 0.900)
     rrf_k: int = 60
     phrase_weight: float = 0.6  # bonus for the share of the query's word pairs found adjacent in a chunk
+    intent_boost: float = 0.15  # favour chunk kinds the query asks for ("plot of" → figure, "how many" → scalar)
 
 
 @dataclass

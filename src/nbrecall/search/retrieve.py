@@ -202,12 +202,34 @@ def phrase_overlap(query: str, text: str) -> float:
     return len(pairs & _bigrams(text)) / len(pairs)
 
 
-def rerank(query: str, hits: list[StoreHit], phrase_weight: float) -> list[StoreHit]:
-    """Add a phrase-match bonus to the fused score, so quoted errors and exact wording rise to the top."""
-    if phrase_weight <= 0:
-        return hits
+_INTENTS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
+    (re.compile(r"\b(plot|plots|plotted|figure|chart|diagram|drawing|draw|drawn|visuali[sz]\w*|histogram|image|"
+                r"heatmap|map of|curve)\b", re.I), ("figure",)),
+    (re.compile(r"\w+(Error|Exception|Warning)\b|Traceback|error message|raised", re.I), ("error",)),
+    (re.compile(r"\b(columns?|dataframe|table|dataset|rows?)\b", re.I), ("table",)),
+    (re.compile(r"\b(what (value|share|fraction|number|percentage)|how (many|much|long|large)|result(ed|s)? for|"
+                r"score|accuracy|total|mean|average)\b", re.I), ("scalar", "table")),
+]
+
+
+def intent_kinds(query: str) -> set[str]:
+    """Chunk kinds the wording of a query asks for ("plot of …" → figure, "ValueError: …" → error)."""
+    kinds: set[str] = set()
+    for pattern, wanted in _INTENTS:
+        if pattern.search(query):
+            kinds.update(wanted)
+    return kinds
+
+
+def rerank(query: str, hits: list[StoreHit], phrase_weight: float, intent_boost: float = 0.15) -> list[StoreHit]:
+    """Add a phrase-match bonus (quoted errors and exact wording rise) and favour the chunk kinds the query asks
+    for; both are small next to the fused score, so they reorder near-ties rather than override relevance."""
+    kinds = intent_kinds(query)
     for hit in hits:
-        hit.score += phrase_weight * phrase_overlap(query, hit.row["text"])
+        if phrase_weight > 0:
+            hit.score += phrase_weight * phrase_overlap(query, hit.row["text"])
+        if hit.row["kind"] in kinds:
+            hit.score *= 1.0 + intent_boost
     return sorted(hits, key=lambda h: -h.score)
 
 
@@ -268,9 +290,8 @@ def retrieve(
     filters = filters or SearchFilters()
     terms = query_terms(query)
     fusion = FusionSettings(settings.fusion, settings.alpha, settings.rrf_k)
-    hits = rerank(
-        query, store.search(query, query_vector, settings.fanout, filters, fusion), settings.phrase_weight
-    )
+    hits = store.search(query, query_vector, settings.fanout, filters, fusion)
+    hits = rerank(query, hits, settings.phrase_weight, settings.intent_boost)
     ranked = group_by_notebook(hits, manifest.indexed_shas())
     results: list[NotebookResult] = []
     for position, (sha, score, group) in enumerate(ranked[:max_notebooks]):
