@@ -97,11 +97,8 @@ def viewer(request: Request, state: State, nb_id: str) -> HTMLResponse:
     return _page(request, "notebook.html", view=view, title=view.path)
 
 
-@router.get("/nb/{nb_id}/report", response_class=HTMLResponse)
-def report(request: Request, state: State, nb_id: str) -> HTMLResponse:
-    from nbrecall.convert.markdown import convert_notebook
-    from nbrecall.convert.report import measure, render_report
-
+def _indexed_file(request: Request, state: State, nb_id: str):  # type: ignore[no-untyped-def]
+    """The indexed content and its file as it was indexed, or the 404 page that says why not."""
     try:
         content = state.content(nb_id)
     except NotFound:
@@ -109,7 +106,18 @@ def report(request: Request, state: State, nb_id: str) -> HTMLResponse:
     loaded = state.notebook(content)
     if loaded is None:
         return _missing(request, "The file of this notebook is missing or has changed since it was indexed.")
-    nb, raw = loaded
+    return content, loaded
+
+
+@router.get("/nb/{nb_id}/report", response_class=HTMLResponse)
+def report(request: Request, state: State, nb_id: str) -> HTMLResponse:
+    from nbrecall.convert.markdown import convert_notebook
+    from nbrecall.convert.report import measure, render_report
+
+    found = _indexed_file(request, state, nb_id)
+    if isinstance(found, Response):
+        return found
+    content, (nb, raw) = found
     converted = convert_notebook(nb, Path(content.rel).stem)
     text = render_report(nb, converted, measure(raw, converted))
     body: Markup = render_markdown(text)
@@ -121,14 +129,10 @@ def deps_svg(request: Request, state: State, nb_id: str) -> Response:
     from nbrecall.convert.depmap import render_dependency_svg
     from nbrecall.notebook.analysis import analyse
 
-    try:
-        content = state.content(nb_id)
-    except NotFound:
-        return _missing(request)
-    loaded = state.notebook(content)
-    if loaded is None:
-        return _missing(request, "The file of this notebook is missing or has changed since it was indexed.")
-    nb = loaded[0]
+    found = _indexed_file(request, state, nb_id)
+    if isinstance(found, Response):
+        return found
+    content, (nb, _raw) = found
     svg = render_dependency_svg(nb, analyse(nb), title=content.rel)
     return Response(svg, media_type="image/svg+xml")
 
