@@ -14,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,15 +27,17 @@ from nbrecall.index.store import LanceStore
 from nbrecall.ingest.lock import IndexLocked
 from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.pipeline import run_index
-from nbrecall.search.retrieve import retrieve
+from nbrecall.search.retrieve import SearchResult, retrieve
+from nbrecall.service import Archive
 
 TESTS = Path(__file__).parent
 VERSIONS = ("alphaversion", "betaversion")
 
 
-def write_corpus(root: Path, version: int, n: int, *, skip: tuple[int, ...] = ()) -> None:
-    """`n` small notebooks whose every cell carries the version marker, so a chunk tells which version it is."""
-    marker = VERSIONS[version]
+def write_corpus(root: Path, version: int, n: int, *, skip: tuple[int, ...] = (), rev: int = 0) -> None:
+    """`n` small notebooks whose every cell carries the version marker, so a chunk tells which version it is;
+    `rev` makes the texts new (nothing from the embedding cache), so every round makes the writer work."""
+    marker = VERSIONS[version] + (f" rev{rev}" if rev else "")
     for i in range(n):
         path = root / f"nb{i:03d}.ipynb"
         if i in skip:
@@ -95,39 +98,83 @@ class Tally:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def check_result(found: SearchResult, manifest: Manifest, query: str, tally: Tally) -> None:
+    """Each notebook of a result at one version: its hits from one content whose cells all carry one version
+    marker, no hit showing the other marker, and no path shown twice (at its old and its new content)."""
+    problems: list[str] = []
+    paths: dict[str, str] = {}
+    for nb in found.notebooks:
+        if any(h.nb_sha != nb.nb_sha for h in nb.hits):
+            problems.append(f"{nb.notebook}: hits from several contents")
+        version = version_of(manifest, nb.nb_sha)
+        if version.startswith("mixed"):
+            problems.append(f"{nb.notebook}: cells of {version}")
+        for hit in nb.hits:
+            other = [v for v in VERSIONS if v != version and v in hit.snippet]
+            if other:
+                problems.append(f"{nb.notebook}: {version} content shows a {other[0]} chunk")
+        if nb.notebook in paths and paths[nb.notebook] != nb.nb_sha:
+            problems.append(f"{nb.notebook}: shown at two versions in one result")
+        paths[nb.notebook] = nb.nb_sha
+        with tally.lock:
+            tally.seen.setdefault(nb.notebook, set()).add(version)
+    with tally.lock:
+        tally.queries += 1
+        tally.violations.extend(f"{query!r}: {p}" for p in problems)
+
+
+def record_error(tally: Tally, where: str, exc: BaseException) -> None:
+    with tally.lock:
+        tally.queries += 1
+        tally.errors.append(f"{where}: {type(exc).__name__}: {exc}")
+
+
 def check_search(index: Path, embedder: HashEmbedder, query: str, tally: Tally) -> None:
-    """One search as a reader does it (its own store and read-only manifest); record errors and violations."""
+    """One search as a one-shot reader does it (`nbrecall search`: its own store and read-only manifest)."""
     try:
         store = LanceStore(index / "lance", embedder.dim)
         manifest = Manifest(index / "manifest.sqlite", readonly=True)
         try:
             found = retrieve(query, store, manifest, embedder.embed([query])[0], Settings().retrieve)
-            problems: list[str] = []
-            paths: dict[str, str] = {}
-            for nb in found.notebooks:
-                if any(h.nb_sha != nb.nb_sha for h in nb.hits):
-                    problems.append(f"{nb.notebook}: hits from several contents")
-                version = version_of(manifest, nb.nb_sha)
-                if version.startswith("mixed"):
-                    problems.append(f"{nb.notebook}: cells of {version}")
-                for hit in nb.hits:
-                    other = [v for v in VERSIONS if v != version and v in hit.snippet]
-                    if other:
-                        problems.append(f"{nb.notebook}: {version} content shows a {other[0]} chunk")
-                if nb.notebook in paths and paths[nb.notebook] != nb.nb_sha:
-                    problems.append(f"{nb.notebook}: shown at two versions in one result")
-                paths[nb.notebook] = nb.nb_sha
-                with tally.lock:
-                    tally.seen.setdefault(nb.notebook, set()).add(version)
+            check_result(found, manifest, query, tally)
         finally:
             manifest.close()
-        with tally.lock:
-            tally.queries += 1
-            tally.violations.extend(f"{query!r}: {p}" for p in problems)
     except Exception as exc:  # any failure of a search while the index is written is a finding
-        with tally.lock:
-            tally.queries += 1
-            tally.errors.append(f"{query!r}: {type(exc).__name__}: {exc}")
+        record_error(tally, repr(query), exc)
+
+
+def server_loop(index: Path, stop: threading.Event, tally: Tally, n: int) -> None:
+    """A long-lived reader as `serve` has it: one Archive opened before the run, queried through the web API."""
+    from fastapi.testclient import TestClient
+
+    from nbrecall.web.app import create_app
+
+    archive = Archive(Settings(index_dir=index), _embedder=HashEmbedder())
+    client = TestClient(create_app(archive.settings, archive=archive))
+    i = 0
+    while not stop.is_set():
+        query = f"Hull {i % n} resistance"
+        try:
+            response = client.get("/api/search", params={"q": query, "k": 20})
+            if response.status_code != 200:
+                raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
+            groups = response.json()["notebooks"]
+            problems = []
+            shown = [g["path"] for g in groups]
+            if len(shown) != len(set(shown)):
+                problems.append(f"a path shown twice: {sorted(shown)}")
+            for group in groups:
+                markers = {v for h in group["hits"] for v in VERSIONS if v in h["snippet"]}
+                if len(markers) > 1:
+                    problems.append(f"{group['path']}: hits of both versions")
+                with tally.lock:
+                    tally.seen.setdefault(group["path"], set()).update(markers)
+            with tally.lock:
+                tally.queries += 1
+                tally.violations.extend(f"web {query!r}: {p}" for p in problems)
+        except Exception as exc:
+            record_error(tally, f"web {query!r}", exc)
+        i += 1
 
 
 def check_store(index: Path, dim: int, tally: Tally) -> None:
@@ -167,10 +214,11 @@ READER = textwrap.dedent("""
     from test_faults_concurrency import Tally, check_search
     from conftest import HashEmbedder
 
-    index, emb, tally = Path({index!r}), HashEmbedder(), Tally()
+    index, emb, tally, stop = Path({index!r}), HashEmbedder(), Tally(), Path({stop!r})
+    print("ready", flush=True)
     deadline = time.monotonic() + {seconds}
     i = 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stop.exists():
         check_search(index, emb, f"Hull {{i % {n}}} resistance", tally)
         i += 1
     print(json.dumps({{"queries": tally.queries, "errors": tally.errors, "violations": tally.violations}}))
@@ -178,43 +226,83 @@ READER = textwrap.dedent("""
 
 
 def run_concurrently(
-    root: Path, index: Path, n: int, *, threads: int, reader_seconds: float, delay: float
-) -> tuple[Tally, dict, float]:  # type: ignore[type-arg]
-    """v0 indexed, then v1 written (a few deleted) and indexed by a writer process while readers search."""
-    write_corpus(root, 0, n)
-    embedder = HashEmbedder()
-    run_index([root], Settings(index_dir=index), embedder, LanceStore(index / "lance", embedder.dim))
-    write_corpus(root, 1, n, skip=(1, 2))
-    tally, stop = Tally(), threading.Event()
+    root: Path,
+    index: Path,
+    n: int,
+    *,
+    threads: int,
+    reader_seconds: float,
+    delay: float,
+    version: int = 1,
+    rev: int = 0,
+    skip: tuple[int, ...] = (1, 2),
+    during: Callable[[subprocess.Popen[str]], None] | None = None,
+) -> tuple[Tally, Tally, dict, float]:  # type: ignore[type-arg]
+    """The other version written (`skip` deleted) and indexed by a writer process while readers search: threads
+    of one-shot readers, a long-lived web server, and a second process (for at most `reader_seconds`, until the
+    writer is done). `during(writer)` runs meanwhile. Returns (one-shot tally, web tally, the other process's
+    figures, seconds the writer took)."""
+    if not (index / "manifest.sqlite").exists():
+        write_corpus(root, 0, n)
+        embedder = HashEmbedder()
+        run_index([root], Settings(index_dir=index), embedder, LanceStore(index / "lance", embedder.dim))
+    write_corpus(root, version, n, skip=skip, rev=rev)
+    tally, web, stop = Tally(), Tally(), threading.Event()
+    stop_file = index.parent / "readers.stop"
+    stop_file.unlink(missing_ok=True)
+    script = READER.format(tests=str(TESTS), index=str(index), seconds=reader_seconds, n=n, stop=str(stop_file))
+    reader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert reader.stdout is not None and reader.stdout.readline().strip() == "ready"
     started = time.monotonic()
     writer = start_writer(root, index, delay=delay)
-    reader = subprocess.Popen(
-        [sys.executable, "-c", READER.format(tests=str(TESTS), index=str(index), seconds=reader_seconds, n=n)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
     workers = [
         threading.Thread(target=reader_loop, args=(index, stop, tally, t, n), daemon=True) for t in range(threads)
     ]
+    workers.append(threading.Thread(target=server_loop, args=(index, stop, web, n), daemon=True))
     for w in workers:
         w.start()
     try:
-        assert writer.wait(timeout=300) == 0
+        if during is not None:
+            during(writer)
+        assert writer.wait(timeout=900) == 0
     finally:
+        elapsed = time.monotonic() - started
         stop.set()
+        stop_file.touch()
         for w in workers:
             w.join(timeout=60)
-    elapsed = time.monotonic() - started
     out, _ = reader.communicate(timeout=120)
-    return tally, json.loads(out), elapsed
+    return tally, web, json.loads(out), elapsed
+
+
+def second_indexer_refused(root: Path, index: Path, writer: subprocess.Popen[str]) -> str:
+    """Start a second indexer on the index `writer` is writing; return how it was refused (IndexLocked's text)."""
+    lock = index / "write.lock"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and writer.poll() is None:
+        if lock.exists() and lock.read_text().strip() == str(writer.pid):
+            break
+        time.sleep(0.02)
+    embedder = HashEmbedder()
+    with pytest.raises(IndexLocked) as refused:
+        run_index([root], Settings(index_dir=index), embedder, LanceStore(index / "lance", embedder.dim))
+    return str(refused.value)
 
 
 def test_searches_during_an_index_run_see_each_notebook_at_one_version(tmp_path: Path) -> None:
-    root, index, n = tmp_path / "share", tmp_path / "idx", 24
-    tally, other, _elapsed = run_concurrently(root, index, n, threads=2, reader_seconds=4.0, delay=0.08)
-    assert tally.queries >= 10 and other["queries"] >= 3
-    assert tally.errors == [] and other["errors"] == []
-    assert tally.violations == [] and other["violations"] == []
+    root, index, n = tmp_path / "share", tmp_path / "idx", 20
+    refusals: list[tuple[int, str]] = []
+    tally, web, other, _elapsed = run_concurrently(
+        root, index, n, threads=2, reader_seconds=60, delay=0.08,
+        during=lambda writer: refusals.append((writer.pid, second_indexer_refused(root, index, writer))),
+    )
+    # A second indexer on the same index is refused, naming the writer and what to do.
+    [(pid, message)] = refusals
+    assert f"another nbrecall process (pid {pid}) is writing to this index" in message
+    assert "wait for it to finish, then run again" in message
+    assert tally.queries >= 10 and web.queries >= 5 and other["queries"] >= 3
+    assert tally.errors == [] and web.errors == [] and other["errors"] == []
+    assert tally.violations == [] and web.violations == [] and other["violations"] == []
     # After the run: every notebook at its new version, the deleted ones gone.
     embedder = HashEmbedder()
     final = Tally()
@@ -225,23 +313,16 @@ def test_searches_during_an_index_run_see_each_notebook_at_one_version(tmp_path:
     assert all(v == {"betaversion"} for v in final.seen.values())
 
 
-def test_second_indexer_is_refused_with_the_lock_message(tmp_path: Path) -> None:
+def test_a_server_opened_before_an_index_run_serves_the_new_version(tmp_path: Path) -> None:
+    """A long-lived reader follows another process's index runs (it used to keep searching its first snapshot)."""
     root, index = tmp_path / "share", tmp_path / "idx"
-    write_corpus(root, 0, 12)
-    writer = start_writer(root, index, delay=0.3, batch=1)
-    try:
-        embedder = HashEmbedder()
-        deadline = time.monotonic() + 20
-        while not (index / "write.lock").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        with pytest.raises(IndexLocked, match=rf"another nbrecall process \(pid {writer.pid}\) is writing"):
-            run_index([root], Settings(index_dir=index), embedder, LanceStore(index / "lance", embedder.dim))
-    finally:
-        writer.kill()
-        writer.wait()
-    # The lock dies with its holder: the next run goes through.
+    write_corpus(root, 0, 6)
     embedder = HashEmbedder()
-    report = run_index([root], Settings(index_dir=index), embedder, LanceStore(index / "lance", embedder.dim))
-    assert Manifest(index / "manifest.sqlite", readonly=True).stats()["notebooks"] == 12
-    assert report.notebooks_indexed <= 12
+    run_index([root], Settings(index_dir=index), embedder, LanceStore(index / "lance", embedder.dim))
+    archive = Archive(Settings(index_dir=index), _embedder=HashEmbedder())
+    assert archive.search("Hull 3 resistance").notebooks[0].notebook == "nb003.ipynb"
+    write_corpus(root, 1, 6)  # indexed by another writer (its own connection, as another process has)
+    run_index([root], Settings(index_dir=index), embedder, LanceStore(index / "lance", embedder.dim))
+    found = archive.search("Hull 3 resistance")
+    assert found.notebooks and found.notebooks[0].notebook == "nb003.ipynb"
+    assert version_of(archive.manifest, found.notebooks[0].nb_sha) == "betaversion"

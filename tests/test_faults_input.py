@@ -211,6 +211,7 @@ def check_read(data: bytes) -> Notebook | None:
     # Whatever was read can be written: no lone surrogates left for the store, the manifest or the converter.
     for cell in nb.cells:
         cell.source.encode("utf-8")
+        assert cell.execution_count is None or 0 <= cell.execution_count < 2**63  # fits SQLite's INTEGER
         for out in cell.outputs:
             for s in all_strings([out.text, out.data, out.traceback, out.ename, out.evalue, out.metadata]):
                 s.encode("utf-8")
@@ -378,6 +379,9 @@ def hostile_corpus(root: Path) -> dict[str, str]:
         "quarantined")
     put("minor str.ipynb", json.dumps({"nbformat": 4, "nbformat_minor": "5", "metadata": {}, "cells": []}),
         "quarantined")
+    put("huge execution count.ipynb", nb_json([{**code_cell(0, "x = 1"), "execution_count": 2**70}]), "indexed")
+    put("author object.ipynb", nb_json([md_cell(0, "# Authors")], {"authors": [{"name": {"first": "A"}}, 5]}),
+        "indexed")
     put("missing keys.ipynb", json.dumps({"nbformat": 4, "cells": [{"cell_type": "code"}]}), "either")
     put("deep nesting.ipynb", nested(100_000), "quarantined")
     put("deep 900.ipynb", nested(900), "either")

@@ -56,7 +56,7 @@ def _index_faults(settings: Settings, action: str) -> Iterator[None]:
         fault = storage_fault(exc, settings.index_dir, action)
         if fault is None:
             raise
-        err.print(f"[red]index error:[/red] {escape(str(fault))}")
+        err.print(f"[red]index error:[/red] {escape(str(fault))}", soft_wrap=True)
         raise typer.Exit(4) from exc
 
 
@@ -491,7 +491,8 @@ def serve(
     from nbrecall.web.app import UVICORN_OPTIONS, create_app
 
     try:
-        web = create_app(settings, token=token)
+        with _index_faults(settings, "opening"):
+            web = create_app(settings, token=token)
     except IndexMissing as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc

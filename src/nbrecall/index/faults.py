@@ -39,8 +39,9 @@ def rebuild_hint(index_dir: Path | str) -> str:
     """The documented way to rebuild an index folder, keeping the embedding cache."""
     d = Path(index_dir)
     return (
-        f"to rebuild, delete {d / 'lance'} and {d / 'manifest.sqlite'}* (keep embeddings.sqlite: embeddings "
-        f"already computed are reused) and run `nbrecall index ROOT...` again; or delete the whole folder {d}"
+        f"to rebuild, delete {d / 'lance'} and {d / 'manifest.sqlite'}* and run `nbrecall index ROOT...` again "
+        "(keep the rest of the folder: embeddings.sqlite lets the rebuild reuse every embedding already computed, "
+        "and renders/ and the stored API key live there too)"
     )
 
 
@@ -55,8 +56,13 @@ _LANCE_DAMAGED = (
     "magic number does not match",
     "not found: ",
     "invalid range",
+    "file size is too small",
+    "lanceerror(io)",
     "panicked",
 )
+# Errors of the moment, not of the files: never worth a rebuild.
+_TRANSIENT = ("too many open files", "cannot allocate memory", "resource temporarily unavailable", "interrupted",
+              "os error 24", "os error 12", "os error 11", "os error 4)")
 _LANCE_FILE = re.compile(r"(/?[^\s,:'\"]+\.(?:lance|manifest|txn))")
 
 
@@ -87,11 +93,13 @@ def storage_fault(exc: BaseException, index_dir: Path | str, action: str = "writ
     read_only = code == errno.EROFS or any(s in low for s in _READ_ONLY)
     denied = code in (errno.EACCES, errno.EPERM) or any(s in low for s in _DENIED)
     if read_only or (denied and storage):
-        return IndexWriteError(
-            f"{where}: cannot write to the index folder {d} ({_short(text)}). Indexing needs write access to it; "
-            "searching a read-only index works.",
-            where,
-        )
+        if action == "indexing":
+            problem, hint = "cannot write to", "Indexing needs write access to it; searching a read-only index works."
+        else:
+            problem, hint = "cannot use", "Check the permissions of the index folder and its files."
+        return IndexWriteError(f"{where}: {problem} the index folder {d} ({_short(text)}). {hint}", where)
+    if any(s in low for s in _TRANSIENT):
+        return None
     if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
         # "file is not a database", "database disk image is malformed": SQLite does not say which file
         bad = sqlite_damage(d) if Path(where) == d else []

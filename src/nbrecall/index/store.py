@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from nbrecall.index.faults import storage_fault
+from nbrecall.index.faults import damaged, storage_fault
 from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
 
 
@@ -136,7 +136,9 @@ class LanceStore:
         self.schema = chunk_schema(dim)
         try:
             path.mkdir(parents=True, exist_ok=True)
-            self.db = lancedb.connect(str(path))
+            # Check for a newer version on every read: a long-lived reader (`serve`, `mcp`) must follow the
+            # index runs of another process, not search a snapshot whose files a later run cleans up.
+            self.db = lancedb.connect(str(path), read_consistency_interval=_dt.timedelta(0))
             if self.TABLE in self.db.list_tables().tables:
                 self.table = self.db.open_table(self.TABLE)
             else:
@@ -146,6 +148,11 @@ class LanceStore:
             if fault is None:
                 raise
             raise fault from exc
+        if "chunk_id" not in self.table.schema.names:
+            # LanceDB opens a table whose latest version file is zeroed as an empty table without columns.
+            raise damaged(
+                path / f"{self.TABLE}.lance" / "_versions", path.parent, "the chunk table has lost its columns"
+            )
         self._fts_ready = self._has_fts()
 
     def _has_fts(self) -> bool:
@@ -239,6 +246,8 @@ class LanceStore:
     ]
 
     def keyword(self, text: str, k: int, filters: SearchFilters) -> list[dict[str, Any]]:
+        if not self._fts_ready:
+            self._fts_ready = self._has_fts()  # a reader opened before the first run built it
         if not self._fts_ready or not text.strip():
             return []
         query = self.table.search(text, query_type="fts").select([*self._COLUMNS, "_score"]).limit(k)

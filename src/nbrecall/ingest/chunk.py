@@ -157,11 +157,11 @@ def _group_chunks(
     prose = "\n\n".join(_clean_markdown(c) for c in group.cells if c.is_markdown and c.source.strip())
     raw = "\n\n".join(c.source.strip("\n") for c in group.cells if c.cell_type == "raw" and c.source.strip())
     code_cells = [c for c in group.cells if c.is_code and c.source.strip()]
-    defines: list[str] = []
+    defines: dict[str, None] = {}  # ordered set: a 100k-line cell defines 100k names
     for cell in code_cells:
         deps = analysis.cells.get(cell.index)
         if deps is not None:
-            defines.extend(n for n in deps.defines if n not in defines)
+            defines.update(dict.fromkeys(deps.defines))
     outputs = "\n".join(_output_text(rendered.get(c.index, [])) for c in group.cells if c.is_code).strip()
     head = f"{header}\n{group.heading}".rstrip()
     kind = "code" if code_cells else "text"

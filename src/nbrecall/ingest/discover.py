@@ -55,7 +55,8 @@ def discover(
                 continue
             seen.add(key)
             if shown != rel:  # the manifest, the store and every page need text that encodes as UTF-8
-                result.unreadable.append((root_key, shown, "file name is not valid UTF-8; rename it to index it"))
+                reason = "its path is not valid UTF-8 (file or folder name); rename it to index it"
+                result.unreadable.append((root_key, shown, reason))
                 continue
             try:
                 stat = path.stat()

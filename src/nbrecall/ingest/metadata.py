@@ -70,8 +70,8 @@ class NotebookMeta:
 def notebook_authors(nb: Notebook) -> str:
     authors = nb.metadata.get("authors")
     if isinstance(authors, list):
-        names = [a.get("name", "") if isinstance(a, dict) else str(a) for a in authors]
-        return ", ".join(n for n in names if n)
+        names = [a.get("name", "") if isinstance(a, dict) else a for a in authors]
+        return ", ".join(n for n in names if isinstance(n, str) and n)  # a name may be any JSON value
     author = nb.metadata.get("author")
     return str(author) if isinstance(author, str) else ""
 
@@ -159,8 +159,8 @@ def notebook_meta(
             for key, value in match.groupdict().items():
                 if value is None:
                     continue
-                if key == "year" and value.isdigit():
-                    meta.year = int(value)
+                if key == "year" and value.isascii() and value.isdigit():  # "²".isdigit() too
+                    meta.year = int(value) if int(value) < 2**31 else None  # the store's year is an int32
                 elif key == "project":
                     meta.project = value
                 elif key == "author":

@@ -235,6 +235,14 @@ def join_text(value: Any) -> str:
     return json.dumps(value)
 
 
+def _count(value: Any) -> int | None:
+    """An execution count, or None when it is not one an index can store: the schema sets no upper bound, and
+    a count past SQLite's 64-bit INTEGER (`2**70` is valid JSON) used to stop the whole index run."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+        return value
+    return None
+
+
 def _output(raw: dict[str, Any]) -> Output:
     data = {
         k: (v if isinstance(v, dict | int | float | bool) else join_text(v))
@@ -246,7 +254,7 @@ def _output(raw: dict[str, Any]) -> Output:
         text=join_text(raw.get("text")),
         data=data,
         metadata=dict(raw.get("metadata") or {}),
-        execution_count=raw.get("execution_count"),
+        execution_count=_count(raw.get("execution_count")),
         ename=str(raw.get("ename", "") or ""),
         evalue=str(raw.get("evalue", "") or ""),
         traceback=[str(t) for t in raw.get("traceback") or []],
@@ -278,7 +286,7 @@ def _build(
                 id=cell_id,
                 cell_type=raw.get("cell_type", "raw"),
                 source=source,
-                execution_count=count if isinstance(count, int) else None,
+                execution_count=_count(count),
                 outputs=[_output(o) for o in raw.get("outputs") or [] if isinstance(o, dict)],
                 attachments={
                     k: dict(v) for k, v in (raw.get("attachments") or {}).items() if isinstance(v, dict)
