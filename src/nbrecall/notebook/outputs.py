@@ -26,6 +26,7 @@ from urllib.parse import unquote, unquote_to_bytes
 
 import lxml.etree
 
+from nbrecall.notebook.analysis import mask_magics
 from nbrecall.notebook.model import Cell, Output
 from nbrecall.notebook.tables import TableSummary, dataframe_html_to_summary, parse_html
 
@@ -320,8 +321,9 @@ def _string_value(node: ast.AST) -> str | None:
 
 
 def _parse_code(code: str) -> ast.Module | None:
-    """Parse a cell with magics (`%…`, `!…`) masked; a few retries mask the offending line (py2 `print x`)."""
-    lines = ["" if ln.lstrip().startswith(("%", "!")) else ln for ln in code.split("\n")]
+    """Parse a cell with magics masked as the dependency analysis does; a few retries mask the offending line
+    (py2 `print x`)."""
+    lines = mask_magics(code).split("\n")
     for _ in range(4):
         try:
             with warnings.catch_warnings():
