@@ -65,3 +65,20 @@ def test_snippet_centres_on_the_matched_words() -> None:
     text = "path\nheading\n\n" + "filler " * 100 + "the ballast volume aft is 1,284.6 m3 " + "tail " * 100
     piece = snippet(text, {"ballast", "aft"}, width=80)
     assert "ballast volume aft" in piece and piece.startswith("…")
+
+
+def test_filter_options_parse_one_way_for_cli_api_and_mcp() -> None:
+    import pytest
+
+    from nbrecall.index.store import SearchFilters, parse_year_range
+
+    assert parse_year_range("2017") == (2017, 2017)
+    assert parse_year_range("2015..2019") == (2015, 2019)
+    assert parse_year_range("2015..") == (2015, None) and parse_year_range("..2019") == (None, 2019)
+    assert parse_year_range(None) == (None, None) and parse_year_range(" ") == (None, None)
+    for bad in ("17", "2015-2019", "20x5", "2015..19"):
+        with pytest.raises(ValueError, match="year takes YYYY"):
+            parse_year_range(bad)
+    filters = SearchFilters.from_options("2017", " 17-042 ", "", None, False)
+    assert (filters.year_from, filters.year_to, filters.project, filters.author, filters.tag) == (
+        2017, 2017, "17-042", None, None)

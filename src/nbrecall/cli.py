@@ -171,23 +171,11 @@ def _filters(
 ):  # type: ignore[no-untyped-def]
     from nbrecall.index.store import SearchFilters
 
-    year_from = year_to = None
-    if year:
-        low, _, high = year.partition("..")
-        try:
-            year_from = int(low) if low else None
-            year_to = int(high) if high else (year_from if ".." not in year else None)
-        except ValueError as exc:
-            err.print(f"[red]error:[/red] --year takes YYYY or YYYY..YYYY, not {year!r}")
-            raise typer.Exit(2) from exc
-    return SearchFilters(
-        year_from=year_from,
-        year_to=year_to,
-        project=project,
-        author=author,
-        tag=tag,
-        include_deprecated=include_deprecated,
-    )
+    try:
+        return SearchFilters.from_options(year, project, author, tag, include_deprecated)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] --{exc}")
+        raise typer.Exit(2) from exc
 
 
 YearOpt = Annotated[str | None, typer.Option("--year", help="A year or a range: 2015..2019.")]

@@ -43,22 +43,10 @@ def parse_filters(
     include_deprecated: bool = False,
 ) -> SearchFilters:
     """Filters as the CLI takes them; `year` is `2017` or a range `2015..2019` (either end open)."""
-    year_from = year_to = None
-    if year:
-        low, sep, high = str(year).partition("..")
-        try:
-            year_from = int(low) if low.strip() else None
-            year_to = int(high) if high.strip() else (year_from if not sep else None)
-        except ValueError as exc:
-            raise ToolInputError(f"year takes YYYY or YYYY..YYYY, not {year!r}") from exc
-    return SearchFilters(
-        year_from=year_from,
-        year_to=year_to,
-        project=project or None,
-        author=author or None,
-        tag=tag or None,
-        include_deprecated=bool(include_deprecated),
-    )
+    try:
+        return SearchFilters.from_options(year, project, author, tag, include_deprecated)
+    except ValueError as exc:
+        raise ToolInputError(str(exc)) from exc
 
 
 def _resolve_notebook(archive: Archive, notebook: str) -> str:

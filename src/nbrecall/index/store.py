@@ -8,6 +8,7 @@ sees each notebook either at its old or at its new version, never half-written.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,6 +45,20 @@ class ChunkRow:
     vector: np.ndarray | None = None
 
 
+def parse_year_range(year: str | None) -> tuple[int | None, int | None]:
+    """`2017` → (2017, 2017); `2015..2019`, `2015..`, `..2019`; ValueError for anything else."""
+    if not year or not year.strip():
+        return None, None
+    year = year.strip()
+    if re.fullmatch(r"[0-9]{4}", year):
+        return int(year), int(year)
+    match = re.fullmatch(r"([0-9]{4})?\.\.([0-9]{4})?", year)
+    if not match:
+        raise ValueError(f"year takes YYYY or a range YYYY..YYYY, not {year!r}")
+    low, high = match.groups()
+    return (int(low) if low else None), (int(high) if high else None)
+
+
 @dataclass
 class SearchFilters:
     """Filters applied inside the store (before ranking), so a filtered search still fills its fan-out."""
@@ -55,6 +70,21 @@ class SearchFilters:
     tag: str | None = None
     include_deprecated: bool = False
     kinds: list[str] | None = None
+
+    @classmethod
+    def from_options(
+        cls, year: str | None, project: str | None, author: str | None, tag: str | None, include_deprecated: bool
+    ) -> SearchFilters:
+        """The filters as the CLI, the HTTP API and MCP take them; ValueError for a malformed year."""
+        year_from, year_to = parse_year_range(year)
+        return cls(
+            year_from=year_from,
+            year_to=year_to,
+            project=(project or "").strip() or None,
+            author=(author or "").strip() or None,
+            tag=(tag or "").strip() or None,
+            include_deprecated=bool(include_deprecated),
+        )
 
     def where(self) -> str | None:
         clauses: list[str] = []

@@ -31,7 +31,7 @@ from nbrecall.web.models import (
     StatusResponse,
 )
 from nbrecall.web.render import cells_from_records
-from nbrecall.web.state import NotFound, WebState, get_state, make_filters, not_found
+from nbrecall.web.state import NotFound, WebState, get_state, not_found
 
 log = logging.getLogger("nbrecall.web")
 router = APIRouter(prefix="/api", tags=["api"])
@@ -108,7 +108,7 @@ def _contract(hit: Any) -> dict[str, Any]:
 
 def _filters(year: str | None, project: str | None, author: str | None, tag: str | None, dep: bool) -> SearchFilters:
     try:
-        return make_filters(year, project, author, tag, dep)
+        return SearchFilters.from_options(year, project, author, tag, dep)
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
 

@@ -11,11 +11,12 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
+from nbrecall.index.store import SearchFilters
 from nbrecall.ingest.renders import render_label
 from nbrecall.web.api import search_payload
 from nbrecall.web.models import MAX_FILTER, MAX_QUERY
 from nbrecall.web.render import highlight_terms, notebook_view, pygments_css, render_markdown
-from nbrecall.web.state import NotFound, WebState, get_state, make_filters
+from nbrecall.web.state import NotFound, WebState, get_state
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 router = APIRouter(include_in_schema=False)
@@ -57,7 +58,7 @@ def search_page(
     searched = bool((q or "").strip())
     if searched:
         try:
-            filters = make_filters(year, project, author, tag, include_deprecated)
+            filters = SearchFilters.from_options(year, project, author, tag, include_deprecated)
         except ValueError as exc:
             error = str(exc)
         else:

@@ -86,29 +86,3 @@ def not_found(what: str = "notebook not found") -> HTTPException:
     return HTTPException(status_code=404, detail=what)
 
 
-def parse_year(year: str | None) -> tuple[int | None, int | None]:
-    """`2017` → (2017, 2017); `2015..2019`, `2015..`, `..2019`; ValueError for anything else."""
-    if not year:
-        return None, None
-    year = year.strip()
-    if re.fullmatch(r"[0-9]{4}", year):
-        return int(year), int(year)
-    match = re.fullmatch(r"([0-9]{4})?\.\.([0-9]{4})?", year)
-    if not match:
-        raise ValueError("year takes YYYY or a range YYYY..YYYY")
-    low, high = match.groups()
-    return (int(low) if low else None), (int(high) if high else None)
-
-
-def make_filters(
-    year: str | None, project: str | None, author: str | None, tag: str | None, include_deprecated: bool
-) -> SearchFilters:
-    year_from, year_to = parse_year(year)
-    return SearchFilters(
-        year_from=year_from,
-        year_to=year_to,
-        project=(project or "").strip() or None,
-        author=(author or "").strip() or None,
-        tag=(tag or "").strip() or None,
-        include_deprecated=include_deprecated,
-    )
