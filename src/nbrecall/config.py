@@ -106,6 +106,7 @@ class RenderSettings:
     notebook_timeout: float = 600.0  # seconds per notebook, kernel start included
     memory_mb: int = 4096  # address-space limit of the kernel
     cpu_seconds: int = 900  # CPU-time limit of the kernel
+    processes: int = 256  # processes + threads the kernel may run (a fork bomb stops there)
     copy_limit_mb: int = 256  # the notebook's folder is copied (writable, thrown away) up to this size
     rel_tol: float = 1e-6  # relative tolerance for numbers in outputs
     compare_stderr: bool = False  # warnings on stderr are not results

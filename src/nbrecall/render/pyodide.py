@@ -428,7 +428,9 @@ class _PyodidePrepared(_Prepared):
         spec, lim = self.spec, self.spec.limits
         base = self.command("")
         prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
-        cut = next(i for i in range(len(base) - 1) if base[i] == "--" and base[i + 1] == prlimit)
+        switch = self.user_switch()
+        first = switch[0] if switch else prlimit
+        cut = next(i for i in range(len(base) - 1) if base[i] == "--" and base[i + 1] == first)
         head = base[:cut]
         drop = set(interpreter_prefixes(spec.python))  # the Python interpreter is not needed here
         args: list[str] = []
@@ -452,7 +454,7 @@ class _PyodidePrepared(_Prepared):
         args += ["--ro-bind", str(self.job_path), JOB_MOUNT]
         memory = lim.memory_mb * 1024 * 1024
         cpu = max(1, int(lim.cpu_seconds))
-        limits = [f"--cpu={cpu}:{cpu + 5}", f"--fsize={lim.file_mb * 1024 * 1024}", "--core=0"]
+        limits = [f"--cpu={cpu}:{cpu + 5}", f"--fsize={lim.file_mb * 1024 * 1024}", "--core=0", self.process_limit()]
         flags = []
         if node_supports_as_limit():
             limits.insert(0, f"--as={memory}")
@@ -460,7 +462,7 @@ class _PyodidePrepared(_Prepared):
         else:
             self.notes.append("memory limit not applied: this Node.js lacks --disable-wasm-trap-handler"
                               " (Node 20.15+ or 22.2+ has it)")
-        return [*args, "--", prlimit, *limits, "--", node, *flags, "--no-warnings",
+        return [*args, "--", *switch, prlimit, *limits, "--", node, *flags, "--no-warnings",
                 f"{RUNNER_MOUNT}/runner.mjs", JOB_MOUNT, str(fd)]
 
 

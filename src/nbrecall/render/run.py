@@ -76,7 +76,7 @@ class RenderOptions:
             data_dir=data,
             rules=parse_rules(r.path_map),
             limits=Limits(cell_timeout=r.cell_timeout, notebook_timeout=r.notebook_timeout,
-                          memory_mb=r.memory_mb, cpu_seconds=r.cpu_seconds),
+                          memory_mb=r.memory_mb, cpu_seconds=r.cpu_seconds, processes=r.processes),
             python=r.python or sys.executable,
             workers=r.workers,
             copy_limit_mb=r.copy_limit_mb,

@@ -13,7 +13,11 @@ The sandbox (one per notebook, thrown away afterwards):
 - a cleared environment: `HOME`, `PATH`, `LANG=C.UTF-8`, `TZ=UTC`, `PYTHONHASHSEED=0`, `SOURCE_DATE_EPOCH`,
   one BLAS/OpenMP thread, and the Windows/UNC path rules for `_kernel_paths.py`;
 - limits: address space (`prlimit --as`, a `MemoryError` in the cell, or a dead kernel) and CPU seconds
-  (`prlimit --cpu`, a dead kernel), a per-cell timeout and a whole-notebook timeout (the kernel is killed).
+  (`prlimit --cpu`, a dead kernel), processes and threads (`prlimit --nproc`: a fork bomb gets `EAGAIN`), a
+  per-cell timeout and a whole-notebook timeout (the kernel is killed);
+- an unprivileged user: started as root, the kernel runs as a uid of its own (`setpriv`), because root is exempt
+  from the process limit (and no cgroups are at hand); it keeps only `CAP_DAC_READ_SEARCH`, so it can still read
+  what the read-only binds show it, and it owns only the throw-away folders it may write.
 
 The kernel talks to nbclient over ipc (Unix sockets) in a per-run folder bound at the same path on both sides.
 The notebook executed is an in-memory copy: nothing is ever written back to the file it came from. Without
@@ -66,6 +70,7 @@ class Limits:
     startup_timeout: float = 60.0  # seconds for the kernel to answer kernel_info
     tmpfs_mb: int = 1024  # size of each tmpfs (/tmp, the home)
     file_mb: int = 2048  # largest file the kernel may write (RLIMIT_FSIZE), its log on the host included
+    processes: int = 256  # processes + threads of the kernel's user (RLIMIT_NPROC): a fork bomb stops here
 
 
 @dataclass
@@ -195,6 +200,38 @@ def _copy_tree(src: Path, dst: Path, limit_bytes: int) -> bool:
     return True
 
 
+SANDBOX_UID_BASE = 610_000  # kernels started by root run as SANDBOX_UID_BASE + (pid % 50,000): no real account
+
+
+def sandbox_uid() -> int:
+    """The uid the kernel runs as: 0 (stay as we are) unless we are root, who must drop to a user of its own for
+    RLIMIT_NPROC to apply. One uid per rendering process, so parallel workers do not share one process budget."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return 0
+    return SANDBOX_UID_BASE + os.getpid() % 50_000
+
+
+def _processes_of(uid: int) -> int:
+    """How many processes `uid` runs now: when we cannot change user, the kernel's process limit counts them too."""
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except OSError:
+                continue
+    return count
+
+
+def _tree(root: Path | None) -> list[Path]:
+    if root is None:
+        return []
+    paths = [root]
+    for folder, dirs, files in os.walk(root):
+        paths += [Path(folder) / name for name in dirs + files]
+    return paths
+
+
 class _Prepared:
     """A per-notebook run folder (ipc sockets, startup file, passwd, work copy) and the bwrap command line."""
 
@@ -218,8 +255,13 @@ class _Prepared:
         if not _copy_tree(workdir, self.copy, spec.copy_limit_mb * 1024 * 1024):
             self.copy = None
             self.notes.append(f"notebook folder larger than {spec.copy_limit_mb} MB: read-only in the sandbox")
-        (self.root / "passwd").write_text(f"nb:x:0:0:nb:{HOME}:/bin/sh\n")
-        (self.root / "group").write_text("nb:x:0:\n")
+        self.uid = sandbox_uid()
+        if self.uid:  # the kernel's own user owns what it may write; the rest stays root's
+            os.chmod(self.root, 0o755)
+            for path in [self.ipc, *_tree(self.copy)]:
+                os.chown(path, self.uid, self.uid, follow_symlinks=False)
+        (self.root / "passwd").write_text(f"nb:x:{self.uid}:{self.uid}:nb:{HOME}:/bin/sh\n")
+        (self.root / "group").write_text(f"nb:x:{self.uid}:\n")
         (self.root / "matplotlibrc").write_text("svg.hashsalt: nbrecall\n")
         startup = self.root / "startup.py"
         startup.write_text(
@@ -233,6 +275,8 @@ class _Prepared:
         bwrap = shutil.which("bwrap") or "bwrap"
         cmd = [bwrap, "--die-with-parent", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                "--unshare-cgroup-try", "--cap-drop", "ALL", "--hostname", "sandbox"]
+        if self.uid:  # just what setpriv needs to become the kernel's user and keep read access
+            cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_DAC_READ_SEARCH"]
         cmd += ["--ro-bind", "/usr", "/usr"]
         for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             host = Path("/") / name
@@ -247,7 +291,9 @@ class _Prepared:
                 "--ro-bind", str(self.root / "group"), "/etc/group"]
         tmpfs = str(lim.tmpfs_mb * 1024 * 1024)
         cmd += ["--proc", "/proc", "--dev", "/dev"]
-        cmd += ["--size", tmpfs, "--tmpfs", "/tmp", "--size", tmpfs, "--tmpfs", HOME]
+        cmd += ["--perms", "1777", "--size", tmpfs, "--tmpfs", "/tmp", "--perms", "0777", "--size", tmpfs,
+                "--tmpfs", HOME]
+        cmd += ["--perms", "0777", "--dir", f"{HOME}/.config", "--perms", "0777", "--dir", f"{HOME}/.config/matplotlib"]
         cmd += ["--ro-bind", str(self.root / "matplotlibrc"), f"{HOME}/.config/matplotlib/matplotlibrc"]
         for prefix in interpreter_prefixes(spec.python):
             cmd += ["--ro-bind", prefix, prefix]
@@ -286,11 +332,24 @@ class _Prepared:
             cmd += ["--setenv", key, value]
         memory = lim.memory_mb * 1024 * 1024
         cpu = max(1, int(lim.cpu_seconds))
-        limits = [f"--as={memory}", f"--cpu={cpu}:{cpu + 5}", f"--fsize={lim.file_mb * 1024 * 1024}", "--core=0"]
-        cmd += ["--", shutil.which("prlimit") or "/usr/bin/prlimit", *limits, "--",
+        limits = [f"--as={memory}", f"--cpu={cpu}:{cpu + 5}", f"--fsize={lim.file_mb * 1024 * 1024}", "--core=0",
+                  self.process_limit()]
+        cmd += ["--", *self.user_switch(), shutil.which("prlimit") or "/usr/bin/prlimit", *limits, "--",
                 spec.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", connection_file,
                 "--HistoryManager.enabled=False", "--IPKernelApp.exec_files=['/nbrecall/startup.py']"]
         return cmd
+
+    def user_switch(self) -> list[str]:
+        """The `setpriv` command that turns root into the sandbox's own user (nothing when we are not root)."""
+        if not self.uid:
+            return []
+        return [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={self.uid}", f"--regid={self.uid}",
+                "--clear-groups", "--inh-caps=-all,+dac_read_search", "--ambient-caps=+dac_read_search",
+                "--bounding-set=-all,+dac_read_search", "--no-new-privs", "--"]
+
+    def process_limit(self) -> str:
+        """`prlimit --nproc`: counted per user, so without our own uid the user's other processes count too."""
+        return f"--nproc={self.spec.limits.processes + (0 if self.uid else _processes_of(os.getuid()))}"
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -303,7 +362,10 @@ class SandboxKernelManager(AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         assert self.prepared is not None
-        return self.prepared.command(os.path.realpath(self.connection_file))
+        path = os.path.realpath(self.connection_file)
+        if self.prepared.uid and os.path.exists(path):  # written 0600 by the client; the kernel must read it
+            os.chown(path, self.prepared.uid, self.prepared.uid)
+        return self.prepared.command(path)
 
 
 MAX_OUTPUT_CHARS = 10_000_000  # per cell: beyond this, outputs are dropped (a marker says so)
