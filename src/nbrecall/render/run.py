@@ -227,13 +227,60 @@ def _worker(path: str, root: str | None, options: RenderOptions) -> dict[str, An
     return result.to_dict()
 
 
+@dataclass
+class RenderTask:
+    """One notebook's sandboxed render as an executor task (`nbrecall.ingest.executor`), e.g. a Ray task.
+
+    The sandbox goes with the task: bubblewrap, prlimit and the timeouts run on the worker's node exactly as
+    locally (without bubblewrap there the notebook is recorded `stale: sandbox unavailable`, never run bare).
+    The worker writes nothing: it returns the result and the executed notebook, and the caller stores them, so
+    results land in the caller's index folder whichever node ran the notebook."""
+
+    options: RenderOptions
+
+    def __call__(self, item: tuple[str, str | None]) -> tuple[dict[str, Any], Any]:
+        path, root = item
+        result, executed = render_notebook(Path(path), Path(root) if root else None, self.options)
+        return result.to_dict(), executed
+
+
+def _render_through(
+    executor: Any, items: list[tuple[Path, Path | None]], options: RenderOptions,
+    on_result: Callable[[RenderResult], None] | None,
+) -> Iterator[RenderResult]:
+    """`render_many` on an executor: results in input order, written here (see `RenderTask`)."""
+
+    def failed(item: tuple[str, str | None], exc: BaseException) -> tuple[dict[str, Any], Any]:
+        from nbrecall.ingest.executor import ExecutorError
+
+        if isinstance(exc, ExecutorError):
+            raise exc
+        return stale_result(item[0], "", f"render error: {type(exc).__name__}", [str(exc)[:300]]).to_dict(), None
+
+    work = [(str(path), str(root) if root else None) for path, root in items]
+    for data, executed in executor.map(RenderTask(options), work, on_error=failed):
+        result = RenderResult.from_dict(data)
+        if options.write:
+            write_render(result, executed, options.out_dir)
+        if on_result is not None:
+            on_result(result)
+        yield result
+
+
 def render_many(
     items: list[tuple[Path, Path | None]],
     options: RenderOptions,
     on_result: Callable[[RenderResult], None] | None = None,
+    executor: Any = None,
 ) -> Iterator[RenderResult]:
-    """Render `items` with `options.workers` processes (spawned); yield results as they finish."""
+    """Render `items` with `options.workers` processes (spawned); yield results as they finish.
+
+    With an `executor` (`nbrecall.ingest.executor`, e.g. Ray) each notebook is one of its tasks instead, and
+    results come in input order."""
     if not items:
+        return
+    if executor is not None:
+        yield from _render_through(executor, items, options, on_result)
         return
     workers = max(1, options.workers)
     ctx = multiprocessing.get_context("spawn")
