@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
-from nbrecall.search.retrieve import group_by_notebook, intent_kinds, phrase_overlap, rerank, snippet
+from nbrecall.search.retrieve import (
+    group_by_notebook,
+    intent_kinds,
+    keyword_query,
+    negated_terms,
+    phrase_overlap,
+    rerank,
+    retrieve,
+    shown_order,
+    snippet,
+)
 
 
 def row(chunk: str, nb: str = "a", kind: str = "code", anchor: int = 0, text: str = "", **extra) -> dict:
@@ -82,3 +92,59 @@ def test_filter_options_parse_one_way_for_cli_api_and_mcp() -> None:
     filters = SearchFilters.from_options("2017", " 17-042 ", "", None, False)
     assert (filters.year_from, filters.year_to, filters.project, filters.author, filters.tag) == (
         2017, 2017, "17-042", None, None)
+
+
+def test_a_request_to_show_something_asks_for_a_figure() -> None:
+    assert intent_kinds("show the starting concentration fields of the reaction") == {"figure"}
+    assert intent_kinds("Display the velocity field") == {"figure"}
+    assert "figure" not in intent_kinds("where do we show that the scheme converges")  # only as the opening verb
+
+
+def test_negated_words_are_not_keyword_evidence() -> None:
+    query = "test F1 after fully fine-tuning the 500M transformer (no LoRA)"
+    assert negated_terms(query) == {"lora"}
+    assert "lora" not in keyword_query(query).lower() and "fine-tuning the 500M transformer" in keyword_query(query)
+    assert negated_terms("accuracy of the network without dropout?") == {"dropout"}
+    # inside a name, and in pasted error messages, "no"/"without" are part of what is asked
+    assert negated_terms("table with Dwellings without basic facilities and long working hours") == set()
+    assert negated_terms("AttributeError: 'Graph' object has no attribute 'node'") == set()
+    assert keyword_query("where is the drag computed") == "where is the drag computed"
+
+
+class _Store:
+    def __init__(self, hits: list[StoreHit]) -> None:
+        self.hits, self.texts = hits, []
+
+    def search(self, text, vector, k, filters, fusion=None):  # type: ignore[no-untyped-def]
+        self.texts.append(text)
+        return [StoreHit(dict(h.row), h.score) for h in self.hits]
+
+
+class _Manifest:
+    def indexed_shas(self) -> set[str]:
+        return {"a"}
+
+    def cells(self, sha: str) -> list:  # type: ignore[type-arg]
+        return []
+
+    def paths_of(self, sha: str) -> list[tuple[str, str]]:
+        return [("/r", "a.ipynb")]
+
+
+def test_retrieve_searches_keywords_without_the_negated_words() -> None:
+    from nbrecall.config import RetrieveSettings
+
+    base = {"notebook": "a.ipynb", "root": "/r", "heading": "", "anchor_id": ""}
+    store = _Store([StoreHit(row("x", text="full fine-tuning F1 0.94", **base), 1.0)])
+    retrieve("F1 of full fine-tuning (no LoRA)", store, _Manifest(), None, RetrieveSettings())  # type: ignore[arg-type]
+    assert store.texts == ["F1 of full fine-tuning"]
+
+
+def test_shown_hits_put_the_asked_for_kind_second_and_drop_the_weak_tail() -> None:
+    group = [StoreHit(row("t1", kind="text", anchor=1), 1.0), StoreHit(row("t2", kind="text", anchor=2), 0.9),
+             StoreHit(row("c3", kind="code", anchor=3), 0.7), StoreHit(row("f4", kind="figure", anchor=4), 0.4),
+             StoreHit(row("t5", kind="text", anchor=5), 0.2)]
+    ids = [h.row["chunk_id"] for h in shown_order(group, {"figure"}, floor=0.6, kind_slot=1)]
+    assert ids == ["t1", "f4", "t2", "c3"]  # the figure is shown second although weak; 0.2 < 0.6 × 1.0 is dropped
+    assert [h.row["chunk_id"] for h in shown_order(group, set(), floor=0.6)] == ["t1", "t2", "c3"]
+    assert len(shown_order(group, {"figure"}, floor=0.0, kind_slot=-1)) == 5  # both rules off: the fused order

@@ -205,6 +205,8 @@ def phrase_overlap(query: str, text: str) -> float:
 _INTENTS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
     (re.compile(r"\b(plot|plots|plotted|figure|chart|diagram|drawing|draw|drawn|visuali[sz]\w*|histogram|image|"
                 r"heatmap|map of|curve)\b", re.I), ("figure",)),
+    # a request that opens with "show …"/"display …" asks to see something: the picture, not the prose about it
+    (re.compile(r"^\s*(show|display)\b", re.I), ("figure",)),
     (re.compile(r"\w+(Error|Exception|Warning)\b|Traceback|error message|raised", re.I), ("error",)),
     (re.compile(r"\b(columns?|dataframe|table|dataset|rows?)\b", re.I), ("table",)),
     (re.compile(r"\b(what (value|share|fraction|number|percentage)|how (many|much|long|large)|result(ed|s)? for|"
@@ -219,6 +221,34 @@ def intent_kinds(query: str) -> set[str]:
         if pattern.search(query):
             kinds.update(wanted)
     return kinds
+
+
+# "(no LoRA)", "without dropout?": the user rules a thing out, and a chunk that mentions it is evidence *against*.
+# Only a negation of one or two words that closes a clause counts: inside a name it is part of what is asked
+# ("Dwellings without basic facilities and …"). "not" is left alone (too often part of what is asked: "did not
+# converge"), and so are pasted error messages ("has no attribute", "No module named").
+_NEGATION = re.compile(
+    r"\b(?:no|without|excluding|except)\s+(?:any\s+|the\s+|a\s+|an\s+)?"
+    r"([A-Za-z][\w.+-]*(?:\s+[A-Za-z][\w.+-]*)?)\s*(?=[),;:?!]|\.(?:\s|$)|$)",
+    re.I,
+)
+
+
+def negated_terms(query: str) -> set[str]:
+    """Words the query rules out ("fully fine-tuned (no LoRA)" → {"lora"}); none for a pasted error message."""
+    if "error" in intent_kinds(query):
+        return set()
+    return {word.lower() for m in _NEGATION.finditer(query) for word in m.group(1).split()}
+
+
+def keyword_query(query: str) -> str:
+    """The query as keyword search and the phrase bonus see it: without the negated phrases.
+
+    Left in, "(no LoRA)" makes the LoRA variant of a notebook the best match for a question about the other one.
+    """
+    if not negated_terms(query):
+        return query
+    return re.sub(r"\(\s*\)", " ", _NEGATION.sub(" ", query)).strip() or query
 
 
 def rerank(query: str, hits: list[StoreHit], phrase_weight: float, intent_boost: float = 0.15) -> list[StoreHit]:
@@ -262,6 +292,26 @@ def group_by_notebook(
     return ranked
 
 
+def shown_order(group: list[StoreHit], kinds: set[str], floor: float = 0.0, kind_slot: int = 1) -> list[StoreHit]:
+    """The chunks of one notebook (best first) in the order they are shown, before anchors are de-duplicated.
+
+    Two rules on top of the fused order. A query that names what it wants (a plot, an error, a value) is answered by
+    that artifact, yet prose about it shares more of the question's words and outscores it; so the notebook's best
+    chunk of an asked-for kind is shown at position `kind_slot` at the latest (negative: never moved). And a chunk
+    scoring under `floor` × the notebook's best is a match on a few generic words: listing it hides the cells of the
+    next notebooks, so it is left out (the first chunk and the promoted one always stay).
+    """
+    if not group:
+        return []
+    best = group[0].score
+    wanted = next((h for h in group if h.row["kind"] in kinds), None) if kinds and kind_slot >= 0 else None
+    ordered = [h for i, h in enumerate(group) if i == 0 or h is wanted or h.score >= floor * best]
+    if wanted is not None and ordered.index(wanted) > kind_slot:
+        ordered.remove(wanted)
+        ordered.insert(kind_slot, wanted)
+    return ordered
+
+
 def neighbourhood(cells: list[CellRecord], anchor: int, after: int = 2) -> list[CellRecord]:
     """The heading above the anchor, the anchor cell and the next `after` cells."""
     by_index = {c.idx: c for c in cells}
@@ -288,17 +338,21 @@ def retrieve(
 ) -> SearchResult:
     """Hybrid search, grouped by notebook, with anchors and neighbourhoods for the top notebooks."""
     filters = filters or SearchFilters()
-    terms = query_terms(query)
+    # The vector was embedded from the whole question; keyword search, the phrase bonus and the anchor choice see
+    # only the words the user asks for (not the negated ones).
+    positive = keyword_query(query)
+    terms = query_terms(positive)
+    kinds = intent_kinds(positive)
     fusion = FusionSettings(settings.fusion, settings.alpha, settings.rrf_k)
-    hits = store.search(query, query_vector, settings.fanout, filters, fusion)
-    hits = rerank(query, hits, settings.phrase_weight, settings.intent_boost)
+    hits = store.search(positive, query_vector, settings.fanout, filters, fusion)
+    hits = rerank(positive, hits, settings.phrase_weight, settings.intent_boost)
     ranked = group_by_notebook(hits, manifest.indexed_shas())
     results: list[NotebookResult] = []
     for position, (sha, score, group) in enumerate(ranked[:max_notebooks]):
         cells = {c.idx: c for c in manifest.cells(sha)}
         shown: list[Hit] = []
         anchors: set[int] = set()
-        for hit in group:
+        for hit in shown_order(group, kinds, settings.hit_floor, settings.kind_slot):
             if len(shown) >= (per_notebook or settings.hits_per_notebook):
                 break
             row = hit.row
