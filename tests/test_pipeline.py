@@ -8,14 +8,17 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from nbformat import v4
 
 from conftest import HashEmbedder, code, result, stream, write_nb
+from nbrecall.backends import open_manifest, open_store
 from nbrecall.config import Settings
-from nbrecall.index.store import LanceStore, SearchFilters
+from nbrecall.index.store import LanceStore, SearchFilters, Store
 from nbrecall.ingest.lock import IndexLocked, WriterLock
 from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.pipeline import run_index
@@ -58,49 +61,71 @@ def make_archive(root: Path) -> None:
     write_nb(root / ".ipynb_checkpoints/ballast-checkpoint.ipynb", [code("hidden = 1")])
 
 
+# The store the helpers below use: the embedded default, or PostgreSQL for tests that take the `backend` fixture.
+BACKEND: dict[str, str | None] = {"url": None, "schema": "nbrecall"}
+
+
+@pytest.fixture(params=["lance", "postgres"])
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a test on the embedded store and on PostgreSQL (each test in a schema of its own)."""
+    if request.param == "postgres":
+        BACKEND.update(url=request.getfixturevalue("pg_url"), schema=request.getfixturevalue("pg_schema"))
+    yield request.param
+    BACKEND.update(url=None, schema="nbrecall")
+
+
 def settings_for(index: Path) -> Settings:
     settings = Settings(index_dir=index)
     settings.metadata.path_rules = [r"projects/(?P<year>\d{4})/(?P<project>\d{2}-\d{3})/"]
+    settings.store.url, settings.store.schema = BACKEND["url"], str(BACKEND["schema"])
     return settings
 
 
 def index_once(root: Path, index: Path, embedder: HashEmbedder):  # type: ignore[no-untyped-def]
     settings = settings_for(index)
-    store = LanceStore(index / "lance", embedder.dim)
+    store = open_store(settings, embedder.dim)
     return run_index([root], settings, embedder, store), store, settings
 
 
 def search(
-    index: Path, store: LanceStore, embedder: HashEmbedder, query: str, filters: SearchFilters | None = None
+    index: Path, store: Store, embedder: HashEmbedder, query: str, filters: SearchFilters | None = None
 ):  # type: ignore[no-untyped-def]
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
-    return retrieve(query, store, manifest, embedder.embed([query])[0], Settings().retrieve, filters)
+    with closing(open_manifest(settings_for(index), readonly=True)) as manifest:
+        return retrieve(query, store, manifest, embedder.embed([query])[0], Settings().retrieve, filters)
 
 
-def consistent(index: Path, store: LanceStore) -> None:
+def chunk_ids(store: Store) -> list[str]:
+    if isinstance(store, LanceStore):
+        return store.table.search().select(["chunk_id"]).limit(None).to_arrow()["chunk_id"].to_pylist()
+    return store.chunk_ids()  # type: ignore[attr-defined]
+
+
+def consistent(index: Path, store: Store) -> None:
     """Every indexed notebook has exactly its chunks in the store, nothing else, nothing twice."""
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
-    expected = {c.sha256: c.n_chunks for c in manifest.contents("indexed") if c.n_chunks}
+    with closing(open_manifest(settings_for(index), readonly=True)) as manifest:
+        expected = {c.sha256: c.n_chunks for c in manifest.contents("indexed") if c.n_chunks}
     counts = store.notebook_shas()
     assert {sha: n for sha, n in counts.items() if sha in expected} == expected
-    ids = store.table.search().select(["chunk_id"]).limit(None).to_arrow()["chunk_id"].to_pylist()
+    ids = chunk_ids(store)
     assert len(ids) == len(set(ids))
 
 
-def test_first_run_indexes_and_quarantines(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+def test_first_run_indexes_and_quarantines(tmp_path: Path, hash_embedder: HashEmbedder, backend: str) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
     report, store, _settings = index_once(root, index, hash_embedder)
     assert report.notebooks_indexed == 3
     assert report.quarantined == [("scratch/broken.ipynb", report.quarantined[0][1])]
     assert "truncated JSON" in report.quarantined[0][1]
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = open_manifest(settings_for(index), readonly=True)
     assert manifest.stats()["files"] == 4  # checkpoint folder skipped
     assert [q.rel for q in manifest.contents("quarantined")] == ["scratch/broken.ipynb"]
     consistent(index, store)
 
 
-def test_second_run_with_nothing_changed_does_nothing(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+def test_second_run_with_nothing_changed_does_nothing(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
+) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
     index_once(root, index, hash_embedder)
@@ -111,7 +136,7 @@ def test_second_run_with_nothing_changed_does_nothing(tmp_path: Path, hash_embed
     consistent(index, store)
 
 
-def test_touch_rehashes_but_does_not_rechunk(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+def test_touch_rehashes_but_does_not_rechunk(tmp_path: Path, hash_embedder: HashEmbedder, backend: str) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
     index_once(root, index, hash_embedder)
@@ -122,7 +147,7 @@ def test_touch_rehashes_but_does_not_rechunk(tmp_path: Path, hash_embedder: Hash
 
 
 def test_changed_notebook_only_it_is_rechunked_and_only_new_texts_embedded(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
 ) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
@@ -143,7 +168,9 @@ def test_changed_notebook_only_it_is_rechunked_and_only_new_texts_embedded(
     consistent(index, store)
 
 
-def test_rows_added_in_a_second_run_are_found_by_keyword(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+def test_rows_added_in_a_second_run_are_found_by_keyword(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
+) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
     index_once(root, index, hash_embedder)
@@ -159,7 +186,7 @@ def test_rows_added_in_a_second_run_are_found_by_keyword(tmp_path: Path, hash_em
     assert rows and rows[0]["notebook"] == "projects/2019/19-113/piles.ipynb"
 
 
-def test_deleted_notebook_disappears_from_results(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+def test_deleted_notebook_disappears_from_results(tmp_path: Path, hash_embedder: HashEmbedder, backend: str) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
     index_once(root, index, hash_embedder)
@@ -172,7 +199,7 @@ def test_deleted_notebook_disappears_from_results(tmp_path: Path, hash_embedder:
 
 
 def test_identical_files_are_indexed_once_and_every_path_listed(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
 ) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
@@ -187,7 +214,7 @@ def test_identical_files_are_indexed_once_and_every_path_listed(
 
 
 def test_quarantined_file_is_retried_when_its_content_changes(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
 ) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
@@ -197,11 +224,11 @@ def test_quarantined_file_is_retried_when_its_content_changes(
     )
     report, _store, _ = index_once(root, index, hash_embedder)
     assert report.notebooks_indexed == 1 and not report.quarantined
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = open_manifest(settings_for(index), readonly=True)
     assert manifest.contents("quarantined") == []
 
 
-def test_filters_and_deprecated(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+def test_filters_and_deprecated(tmp_path: Path, hash_embedder: HashEmbedder, backend: str) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
     _report, store, _ = index_once(root, index, hash_embedder)
@@ -221,7 +248,9 @@ def test_filters_and_deprecated(tmp_path: Path, hash_embedder: HashEmbedder) -> 
     assert {h.notebook for h in project.hits(20)} == {"projects/2017/17-042/ballast.ipynb"}
 
 
-def test_neighbourhood_has_heading_cell_and_next_cells(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+def test_neighbourhood_has_heading_cell_and_next_cells(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
+) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
     _report, store, _ = index_once(root, index, hash_embedder)
@@ -245,8 +274,8 @@ CRASH_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from pathlib import Path
     from conftest import HashEmbedder
+    from nbrecall.backends import open_store
     from nbrecall.config import Settings
-    from nbrecall.index.store import LanceStore
     from nbrecall.ingest.pipeline import run_index
 
     class Slow(HashEmbedder):
@@ -255,15 +284,15 @@ CRASH_SCRIPT = textwrap.dedent("""
             return super().embed(texts)
 
     emb = Slow()
-    index = Path({index!r})
-    run_index([Path({root!r})], Settings(index_dir=index), emb, LanceStore(index / "lance", emb.dim),
-              batch_notebooks=2)
+    settings = Settings(index_dir=Path({index!r}))
+    settings.store.url, settings.store.schema = {url!r}, {schema!r}
+    run_index([Path({root!r})], settings, emb, open_store(settings, emb.dim), batch_notebooks=2)
 """)
 
 
 @pytest.mark.parametrize("delay", [0.6, 1.2, 2.0])
 def test_sigkill_mid_run_then_rerun_leaves_a_consistent_index(
-    tmp_path: Path, hash_embedder: HashEmbedder, delay: float
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str, delay: float
 ) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     for i in range(40):
@@ -274,13 +303,14 @@ def test_sigkill_mid_run_then_rerun_leaves_a_consistent_index(
                 code(f"r{i} = {i} * 2.5", 1, [result(str(i * 2.5), 1)]),
             ],
         )
-    script = CRASH_SCRIPT.format(tests=str(Path(__file__).parent), index=str(index), root=str(root))
+    script = CRASH_SCRIPT.format(tests=str(Path(__file__).parent), index=str(index), root=str(root),
+                                 url=BACKEND["url"], schema=BACKEND["schema"])
     proc = subprocess.Popen([sys.executable, "-c", script])
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     report, store, _ = index_once(root, index, hash_embedder)
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = open_manifest(settings_for(index), readonly=True)
     assert manifest.stats()["notebooks"] == 40
     consistent(index, store)
     hits = search(index, store, hash_embedder, "Hull 17 resistance").hits(3)
@@ -288,15 +318,109 @@ def test_sigkill_mid_run_then_rerun_leaves_a_consistent_index(
 
 
 def test_changed_chunk_settings_rechunk_everything_and_reuse_vectors(tmp_path: Path,
-                                                                    hash_embedder: HashEmbedder) -> None:
+                                                                    hash_embedder: HashEmbedder, backend: str) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
     index_once(root, index, hash_embedder)
     settings = settings_for(index)
     settings.chunk.max_output_chars = 1000  # a setting the chunks depend on
-    store = LanceStore(index / "lance", hash_embedder.dim)
+    store = open_store(settings, hash_embedder.dim)
     report = run_index([root], settings, hash_embedder, store)
     assert report.notebooks_indexed == 3 and report.texts_embedded == 0 and report.embed_cache_hits > 0
     again = run_index([root], settings, hash_embedder, store)
     assert again.notebooks_indexed == 0
     consistent(index, store)
+
+
+def vectors_of(store: LanceStore) -> dict[str, bool]:
+    table = store.table.search().select(["chunk_id", "vector"]).limit(None).to_arrow()
+    return {cid: vec is not None for cid, vec in zip(table["chunk_id"].to_pylist(), table["vector"].to_pylist(),
+                                                     strict=True)}
+
+
+def test_deferred_vectors_keyword_search_first_then_the_queue_is_embedded(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    settings = settings_for(index)
+    store = LanceStore(index / "lance", hash_embedder.dim)
+    first = run_index([root], settings, hash_embedder, store, defer_vectors=True)
+    assert hash_embedder.calls == [] and first.texts_embedded == 0
+    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    stats = manifest.stats()
+    assert stats["embedded"] == 0 and stats["waiting for a vector"] == stats["chunks"] == first.vectors_pending > 0
+    assert not any(vectors_of(store).values())
+    # keyword-searchable already, with a query vector too (fusion takes what exists)
+    found = search(index, store, hash_embedder, "ballast distribution PSV")
+    assert found.notebooks and found.notebooks[0].notebook.endswith("ballast.ipynb")
+    # recent notebooks first: 2018 before 2017 before 2016
+    order = [item.sha256 for item in manifest.pending(1000)]
+    years = {c.sha256: c.meta["year"] for c in manifest.contents("indexed")}
+    assert [years[s] for s in dict.fromkeys(order)] == [2018, 2017, 2016]
+
+    second = run_index([root], settings, hash_embedder, store)
+    assert second.notebooks_indexed == 0  # nothing re-chunked, only the queue embedded
+    assert second.texts_embedded > 0 and second.vectors_pending == 0
+    assert all(vectors_of(store).values())
+    stats = Manifest(index / "manifest.sqlite", readonly=True).stats()
+    assert stats["embedded"] == stats["chunks"] and stats["waiting for a vector"] == 0
+    consistent(index, store)
+
+
+class FailingEmbedder(HashEmbedder):
+    """Dies on its n-th call to the model, like a run killed in the middle of phase 2."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__()
+        self.fail_at = fail_at
+
+    def embed(self, texts: list[str]):  # type: ignore[no-untyped-def]
+        if len(self.calls) + 1 == self.fail_at:
+            self.calls.append([])
+            raise RuntimeError("killed")
+        return super().embed(texts)
+
+
+def test_phase_two_interrupted_then_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbrecall.ingest.pipeline as pipeline
+
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    settings = settings_for(index)
+    failing = FailingEmbedder(fail_at=2)
+    store = LanceStore(index / "lance", failing.dim)
+    real = pipeline.fill_vectors
+    monkeypatch.setattr(pipeline, "fill_vectors", lambda *a, **k: real(*a, **{**k, "batch_chunks": 2}))
+    with pytest.raises(RuntimeError, match="killed"):
+        run_index([root], settings, failing, store)
+    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    stats = manifest.stats()
+    assert 0 < stats["embedded"] < stats["chunks"] and stats["waiting for a vector"] == stats["chunks"] - 2
+    assert sum(vectors_of(store).values()) == 2  # the first batch landed, in the store and in the manifest
+    again = run_index([root], settings, HashEmbedder(), store)
+    assert again.notebooks_indexed == 0 and again.vectors_pending == 0
+    stats = Manifest(index / "manifest.sqlite", readonly=True).stats()
+    assert stats["embedded"] == stats["chunks"] and all(vectors_of(store).values())
+    consistent(index, store)
+
+
+def test_keyword_ranking_holds_while_rows_wait_for_the_keyword_index(tmp_path: Path) -> None:
+    """LanceDB scores indexed and not-yet-indexed rows on different BM25 scales; the best indexed match must not be
+    crowded out by rows written since the last refresh (a run in progress, or one that stopped)."""
+    from nbrecall.index.store import ChunkRow
+
+    store = LanceStore(tmp_path / "lance", 384)
+
+    def row(cid: str, text: str) -> ChunkRow:
+        return ChunkRow(cid, cid[:3] * 20, f"{cid}.ipynb", "r", "text", [0], ["c0"], 0, "c0", "", text)
+
+    store.append_notebooks([row(f"h{i:02d}", f"Study {i}. Hull {i} resistance in calm water.") for i in range(10)])
+    store.finish_run()
+    filler = [row(f"n{i:03d}", " ".join(f"word{(i * 7 + j) % 900}" for j in range(200))) for i in range(300)]
+    filler.append(row("n999", "resistance 3 " + " ".join(f"word{j}" for j in range(200))))
+    store.append_notebooks(filler)
+    assert store._unindexed_text_rows() == 301
+    found = store.keyword("Hull 3 resistance", 10, SearchFilters())
+    assert found[0]["chunk_id"] == "h03", [(r["chunk_id"], r["_score"]) for r in found]
+    assert "n999" in {r["chunk_id"] for r in found}  # the new rows are found too

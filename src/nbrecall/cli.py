@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from nbrecall.backends import describe
 from nbrecall.config import ConfigError, Settings, load_settings
 
 app = typer.Typer(
@@ -28,9 +29,40 @@ ConfigOpt = Annotated[
 IndexOpt = Annotated[
     Path | None, typer.Option("--index", help="Index folder (default .nbrecall or $NBRECALL_INDEX).")
 ]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="PostgreSQL URL (postgresql://USER:PASSWORD@HOST:PORT/DB) of a store shared by several indexers and "
+        "servers; default $NBRECALL_STORE, [store] url, else the embedded index in the index folder.",
+    ),
+]
+ExecutorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--executor",
+        help="Where the heavy work runs: local (a process pool here, the default), ray (a local Ray cluster, or the "
+        "one $RAY_ADDRESS or `ray start` names), ray://HOST:PORT (a remote cluster's client server) or HOST:PORT "
+        "(a cluster's GCS address); config: [executor] kind. Ray needs pip install 'nbrecall[ray]'.",
+    ),
+]
 
 
-def _settings(config: Path | None, index: Path | None = None) -> Settings:
+def _executor(settings: Settings, kind: str | None, workers: int | None = None):  # type: ignore[no-untyped-def]
+    """The executor `--executor` or [executor] names; a bad name, missing Ray or an unreachable cluster exits 2."""
+    from rich.markup import escape
+
+    from nbrecall.ingest.executor import ExecutorError, make_executor
+
+    cfg = settings.executor
+    try:
+        return make_executor(kind or cfg.kind, cfg.workers if workers is None else workers, cfg.retries)
+    except ExecutorError as exc:
+        err.print(f"[red]executor error:[/red] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(2) from exc
+
+
+def _settings(config: Path | None, index: Path | None = None, store: str | None = None) -> Settings:
     try:
         settings = load_settings(config)
     except ConfigError as exc:
@@ -38,6 +70,8 @@ def _settings(config: Path | None, index: Path | None = None) -> Settings:
         raise typer.Exit(2) from exc
     if index is not None:
         settings.index_dir = index
+    if store:
+        settings.store.url = store
     return settings
 
 
@@ -192,43 +226,69 @@ def index(
     roots: Annotated[list[Path], typer.Argument(help="Folders (or notebooks) to index.")],
     index_dir: IndexOpt = None,
     config: ConfigOpt = None,
+    store: StoreOpt = None,
     no_vectors: Annotated[
         bool, typer.Option("--no-vectors", help="Keyword index only; skip embedding.")
     ] = False,
+    defer_vectors: Annotated[
+        bool,
+        typer.Option(
+            "--defer-vectors",
+            help="Make every notebook keyword-searchable and stop; vectors are queued for the next run.",
+        ),
+    ] = False,
+    executor: ExecutorOpt = None,
 ) -> None:
     """Index notebook archives: incremental, resumable, one writer at a time."""
     import time
 
+    from rich.markup import escape
+
+    from nbrecall.backends import index_exists
+    from nbrecall.ingest.executor import ExecutorError
     from nbrecall.ingest.lock import IndexLocked
     from nbrecall.ingest.pipeline import run_index
     from nbrecall.service import make_embedder, open_store
 
-    settings = _settings(config, index_dir)
+    settings = _settings(config, index_dir, store)
     if no_vectors:
         settings.embed.enabled = False
     for root in roots:
         if not root.exists():
             err.print(f"[red]error:[/red] {root}: no such file or folder")
             raise typer.Exit(2)
+    with _index_faults(settings, "opening"):
+        index_exists(settings)  # a bad store URL or a server that is down: said now, before the model loads
+    pool = _executor(settings, executor)  # an unreachable cluster is said now too
     embedder = make_embedder(settings)
     with _index_faults(settings, "opening"):
-        store = open_store(settings, embedder.dim)
+        chunks = open_store(settings, embedder.dim)
     started = time.perf_counter()
     with _progress() as progress:
         task = progress.add_task("indexing", total=None, rate="")
 
+        phase = {"stage": "indexing", "since": started}
+
         def report(stage: str, done: int, total: int) -> None:
-            rate = done / max(time.perf_counter() - started, 1e-9)
-            progress.update(task, completed=done, total=total, rate=f"{rate:.1f} notebooks/s")
+            if stage != phase["stage"]:  # phase 2: the same bar counts chunks given a vector
+                phase.update(stage=stage, since=time.perf_counter())
+                progress.update(task, description=stage)
+            rate = done / max(time.perf_counter() - float(phase["since"]), 1e-9)
+            unit = "chunks/s" if stage == "embedding" else "notebooks/s"
+            progress.update(task, completed=done, total=total, rate=f"{rate:.1f} {unit}")
 
         try:
-            with _index_faults(settings, "indexing"):
-                result = run_index(roots, settings, embedder, store, progress=report)
+            with pool, _index_faults(settings, "indexing"):
+                result = run_index(roots, settings, embedder, chunks, progress=report, defer_vectors=defer_vectors,
+                                   executor=pool)
         except IndexLocked as exc:
             err.print(f"[red]locked:[/red] {exc}")
             raise typer.Exit(3) from exc
+        except ExecutorError as exc:  # a worker cannot build like this run, or the cluster went away
+            err.print(f"[red]executor error:[/red] {escape(str(exc))}; finished batches are kept", soft_wrap=True)
+            raise typer.Exit(2) from exc
     elapsed = time.perf_counter() - started
-    table = Table(title=f"indexed into {settings.index_dir} in {elapsed:.1f} s")
+    table = Table(title=f"indexed into {describe(settings)} in {elapsed:.1f} s")
     table.add_column("what")
     table.add_column("count", justify="right")
     for label, value in [
@@ -242,6 +302,7 @@ def index(
         ("chunks written", result.chunks_written),
         ("texts embedded", result.texts_embedded),
         ("embedding cache hits", result.embed_cache_hits),
+        ("chunks waiting for a vector", result.vectors_pending),
         ("notebooks removed", result.notebooks_removed),
     ]:
         table.add_row(label, f"{value:,}")
@@ -277,11 +338,12 @@ def search(
     tag: TagOpt = None,
     include_deprecated: DeprecatedOpt = False,
     config: ConfigOpt = None,
+    store: StoreOpt = None,
 ) -> None:
     """Find the cells that answer a question; results grouped by notebook."""
     import json
 
-    settings = _settings(config, index_dir)
+    settings = _settings(config, index_dir, store)
     archive = _open_archive(settings)
     filters = _filters(year, project, author, tag, include_deprecated)
     queries = [line.strip() for line in sys.stdin if line.strip()] if query == "-" else [query]
@@ -349,20 +411,21 @@ def _highlight(text: str, term: str) -> str:
 
 
 @app.command()
-def status(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
+def status(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt = None) -> None:
     """What the index holds, and every quarantined file with its reason."""
-    from nbrecall.ingest.manifest import Manifest
+    from nbrecall.backends import index_exists, open_manifest
 
-    settings = _settings(config, index_dir)
-    path = settings.index_dir / "manifest.sqlite"
-    if not path.is_file():
-        err.print(f"[red]error:[/red] {settings.index_dir}: no index here; run `nbrecall index ROOT` first")
+    settings = _settings(config, index_dir, store)
+    with _index_faults(settings, "reading"):
+        exists = index_exists(settings)
+    if not exists:
+        err.print(f"[red]error:[/red] {describe(settings)}: no index here; run `nbrecall index ROOT` first")
         raise typer.Exit(2)
     with _index_faults(settings, "reading"):
-        manifest = Manifest(path, readonly=True)
+        manifest = open_manifest(settings, readonly=True)
         stats = manifest.stats()
     out = Console()
-    table = Table(title=f"index {settings.index_dir}")
+    table = Table(title=f"index {describe(settings)}")
     table.add_column("what")
     table.add_column("count", justify="right")
     for key, value in stats.items():
@@ -403,14 +466,18 @@ def eval_command(
     ] = False,
     show_misses: Annotated[bool, typer.Option("--misses", help="List the queries that missed.")] = False,
     config: ConfigOpt = None,
+    store: StoreOpt = None,
 ) -> None:
     """Measure retrieval on a query set: nb@1, nb@3, nb@5, MRR and cell@10c, overall and per kind."""
+    from nbrecall.backends import index_exists
     from nbrecall.search.evaluate import evaluate, load_queries
 
-    settings = _settings(config, index_dir)
-    if not (settings.index_dir / "manifest.sqlite").is_file():
-        err.print(f"indexing {root} into {settings.index_dir} first")
-        index([root], index_dir=settings.index_dir, config=config, no_vectors=False)
+    settings = _settings(config, index_dir, store)
+    with _index_faults(settings, "opening"):
+        exists = index_exists(settings)
+    if not exists:
+        err.print(f"indexing {root} into {describe(settings)} first")
+        index([root], index_dir=settings.index_dir, config=config, no_vectors=False, store=settings.store.url)
     archive = _open_archive(settings)
     items = load_queries(queries)
 
@@ -423,9 +490,9 @@ def eval_command(
 
         work = settings.index_dir / "baselines"
         for name in BASELINES:
-            store = build_baseline(name, root, work, archive.embedder)
+            baseline = build_baseline(name, root, work, archive.embedder)
             for mode in ("bm25", "dense"):
-                tables[f"{name} {mode}"] = evaluate(items, baseline_search(store, archive.embedder, mode))
+                tables[f"{name} {mode}"] = evaluate(items, baseline_search(baseline, archive.embedder, mode))
     out = Console()
     columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c"]
     overall = Table(title=f"{len(items)} queries over {root}")
@@ -466,6 +533,7 @@ def serve(
         typer.Option("--token", envvar="NBRECALL_TOKEN", help="Require this token (Bearer header or cookie)."),
     ] = None,
     config: ConfigOpt = None,
+    store: StoreOpt = None,
 ) -> None:
     """Serve the search page, the notebook viewer and the HTTP API (uvicorn)."""
     from nbrecall.web.security import bind_refusal
@@ -474,7 +542,7 @@ def serve(
     if refusal:
         err.print(f"[red]error:[/red] {refusal}")
         raise typer.Exit(2)
-    settings = _settings(config, index_dir)
+    settings = _settings(config, index_dir, store)
     from nbrecall.service import IndexMissing
     from nbrecall.web.app import UVICORN_OPTIONS, create_app
 
@@ -487,7 +555,7 @@ def serve(
     import uvicorn
 
     shown = f"[{host}]" if ":" in host else host
-    err.print(f"nbrecall serving {settings.index_dir} on http://{shown}:{port}/")
+    err.print(f"nbrecall serving {describe(settings)} on http://{shown}:{port}/")
     if token:
         err.print(f"open http://{shown}:{port}/?token=<your token> once to sign in this browser")
     uvicorn.run(web, host=host, port=port, log_level="info", **UVICORN_OPTIONS)
@@ -507,6 +575,7 @@ def ask(
     tag: TagOpt = None,
     include_deprecated: DeprecatedOpt = False,
     config: ConfigOpt = None,
+    store: StoreOpt = None,
 ) -> None:
     """Answer a question from the notebooks, citing cells: streamed from the LLM if one is configured
     (answer.base_url / NBRECALL_LLM_BASE_URL), else the best matching value, row or sentence."""
@@ -514,7 +583,7 @@ def ask(
 
     from nbrecall.answer.answer import stream_answer
 
-    settings = _settings(config, index_dir)
+    settings = _settings(config, index_dir, store)
     if extractive:
         settings.answer.base_url = None
     archive = _open_archive(settings)
@@ -553,11 +622,11 @@ def ask(
 
 
 @app.command()
-def mcp(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
+def mcp(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt = None) -> None:
     """Run a Model Context Protocol server over stdio: tools `search`, `ask` and `get_cell` on this index."""
     from nbrecall.answer.mcp_server import serve_stdio
 
-    settings = _settings(config, index_dir)
+    settings = _settings(config, index_dir, store)
     archive = _open_archive(settings)
     serve_stdio(archive, settings)
 
@@ -634,6 +703,7 @@ def render(
     ] = None,
     index_dir: IndexOpt = None,
     config: ConfigOpt = None,
+    executor: ExecutorOpt = None,
 ) -> None:
     """Re-execute notebooks in a sandbox and report which outputs still reproduce.
 
@@ -643,7 +713,8 @@ def render(
     reproduce), changed (ran, outputs differ) or stale (could not re-execute: missing file, import error,
     timeout, memory, kernel died, ...). Results go to <out>/<sha256>.json and .ipynb; the notebook files are
     never modified. Needs bubblewrap and prlimit; without them nothing runs and every notebook is recorded
-    stale (sandbox unavailable), exit code 3.
+    stale (sandbox unavailable), exit code 3. With --executor ray each notebook is a Ray task and its sandbox
+    runs on the worker's node (results are stored here).
     """
     import time
 
@@ -675,18 +746,35 @@ def render(
     if options.backend not in BACKENDS:
         err.print(f"[red]error:[/red] --backend {options.backend}: not one of {', '.join(BACKENDS)}")
         raise typer.Exit(2)
-    problem = pyodide_problem() if options.backend == "pyodide" else sandbox_problem()
+    from nbrecall.ingest.executor import ExecutorError, parse_kind
+
+    try:
+        distributed = parse_kind(executor or settings.executor.kind)[0] == "ray"
+    except ExecutorError as exc:
+        err.print(f"[red]executor error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    # Locally the sandbox is checked here; on Ray each worker checks its own node (a notebook there without
+    # bubblewrap is recorded stale with the reason).
+    problem = "" if distributed else pyodide_problem() if options.backend == "pyodide" else sandbox_problem()
     if problem:
         err.print(f"[red]sandbox unavailable:[/red] {problem}; notebooks are recorded stale, none is run")
+    pool = _executor(settings, executor, workers) if distributed else None
     items = discover(roots, settings.discover.exclude)
     started = time.perf_counter()
     results = []
     with _progress() as progress:
         task = progress.add_task("rendering", total=len(items), rate="")
-        for result in render_many(items, options):
-            results.append(result)
-            per_min = len(results) * 60 / max(time.perf_counter() - started, 1e-9)
-            progress.update(task, completed=len(results), rate=f"{per_min:.1f} notebooks/min")
+        try:
+            for result in render_many(items, options, executor=pool):
+                results.append(result)
+                per_min = len(results) * 60 / max(time.perf_counter() - started, 1e-9)
+                progress.update(task, completed=len(results), rate=f"{per_min:.1f} notebooks/min")
+        except ExecutorError as exc:
+            err.print(f"[red]executor error:[/red] {exc}; finished renders are stored")
+            raise typer.Exit(2) from exc
+        finally:
+            if pool is not None:
+                pool.close()
     elapsed = time.perf_counter() - started
     summary = summarise(results)
     table = Table(title=f"rendered {len(results)} notebooks into {options.out_dir} in {elapsed:.1f} s")

@@ -72,6 +72,8 @@ class RetrieveSettings:
     rrf_k: int = 60
     phrase_weight: float = 0.6  # bonus for the share of the query's word pairs found adjacent in a chunk
     intent_boost: float = 0.15  # favour chunk kinds the query asks for ("plot of" → figure, "how many" → scalar)
+    kind_slot: int = 1  # a notebook's best chunk of the asked-for kind is shown at this position at the latest; -1: off
+    hit_floor: float = 0.6  # a notebook's chunks scoring under this share of its best one are not listed
 
 
 @dataclass
@@ -116,6 +118,30 @@ class RenderSettings:
 
 
 @dataclass
+class StoreSettings:
+    """Where chunks and manifest live: empty `url` keeps the embedded index folder; a `postgresql://` URL puts
+    both in that database (pgvector), shared by indexers and servers on several machines, in `schema`."""
+
+    url: str | None = None
+    schema: str = "nbrecall"
+
+
+@dataclass
+class ExecutorSettings:
+    """Where `nbrecall index` parses/chunks and `nbrecall render` runs notebooks (`nbrecall.ingest.executor`).
+
+    `kind`: "local" (a process pool here; `render` keeps its own pool of `render.workers`), "ray" (attach to
+    $RAY_ADDRESS or a cluster started here with `ray start`, else start a local one), "ray://HOST:PORT" (a remote
+    cluster's client server) or "HOST:PORT" (a cluster's GCS address, from one of its nodes). Ray needs the extra:
+    pip install 'nbrecall[ray]'.
+    """
+
+    kind: str = "local"
+    workers: int = 0  # 0: os.cpu_count() for local, the cluster's CPUs for Ray; 1 with local: in this process
+    retries: int = 2  # re-runs of a task whose worker died (Ray: also a lost node) before its notebook is given up
+
+
+@dataclass
 class Settings:
     """Everything configurable, in one object."""
 
@@ -127,6 +153,8 @@ class Settings:
     retrieve: RetrieveSettings = field(default_factory=RetrieveSettings)
     answer: AnswerSettings = field(default_factory=AnswerSettings)
     render: RenderSettings = field(default_factory=RenderSettings)
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
     config_path: Path | None = None
 
 
@@ -176,6 +204,10 @@ def load_settings(config: str | Path | None = None, env: dict[str, str] | None =
                 raise ConfigError(f"{path}: metadata.path_rules: bad regex {rule!r}: {exc}") from exc
     if env.get("NBRECALL_INDEX"):
         settings.index_dir = Path(env["NBRECALL_INDEX"])
+    if env.get("NBRECALL_STORE"):
+        settings.store.url = env["NBRECALL_STORE"]
+    if env.get("NBRECALL_EXECUTOR"):
+        settings.executor.kind = env["NBRECALL_EXECUTOR"]
     if env.get("NBRECALL_EMBED_URL"):
         settings.embed.kind = "openai"
         settings.embed.url = env["NBRECALL_EMBED_URL"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nbrecall import backends
 from nbrecall.config import Settings
 from nbrecall.index.embed import Embedder, EmbedSettings, load_embedder
-from nbrecall.index.store import LanceStore, SearchFilters
-from nbrecall.ingest.manifest import Manifest
+from nbrecall.index.store import SearchFilters, Store
 from nbrecall.search.retrieve import SearchResult, retrieve
 
 
@@ -31,8 +31,9 @@ def make_embedder(settings: Settings) -> Embedder:
     )
 
 
-def open_store(settings: Settings, dim: int) -> LanceStore:
-    return LanceStore(settings.index_dir / "lance", dim)
+def open_store(settings: Settings, dim: int) -> Store:
+    """The chunk store the settings name: the index folder's LanceDB table, or PostgreSQL (`[store] url`)."""
+    return backends.open_store(settings, dim)
 
 
 @dataclass
@@ -41,16 +42,16 @@ class Archive:
 
     settings: Settings
     _embedder: Embedder | None = field(default=None, repr=False)
-    _store: LanceStore | None = field(default=None, repr=False)
+    _store: Store | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        path = self.settings.index_dir / "manifest.sqlite"
-        if not path.is_file():
+        if not backends.index_exists(self.settings):
+            where = "or pass --index / set NBRECALL_INDEX" if backends.store_url(self.settings) is None else (
+                "or pass --store / set NBRECALL_STORE")
             raise IndexMissing(
-                f"{self.settings.index_dir}: no index here; run `nbrecall index ROOT` first "
-                "(or pass --index / set NBRECALL_INDEX)"
+                f"{backends.describe(self.settings)}: no index here; run `nbrecall index ROOT` first ({where})"
             )
-        self.manifest = Manifest(path, readonly=True)
+        self.manifest = backends.open_manifest(self.settings, readonly=True)
 
     @property
     def embedder(self) -> Embedder:
@@ -59,7 +60,7 @@ class Archive:
         return self._embedder
 
     @property
-    def store(self) -> LanceStore:
+    def store(self) -> Store:
         if self._store is None:
             self._store = open_store(self.settings, self.embedder.dim)
         return self._store

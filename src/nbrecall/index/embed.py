@@ -696,7 +696,7 @@ class OnnxMiniLM:
         """Word pieces per text, [CLS]/[SEP] included, untruncated."""
         if not texts:
             return []
-        return [len(e.ids) for e in self._counter.encode_batch(list(texts))]
+        return [len(e.ids) for e in self._counter.encode_batch_fast(list(texts))]  # no offsets: faster
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Length-sorted batches padded to their own longest text, so short texts don't pay for long ones."""
@@ -705,7 +705,7 @@ class OnnxMiniLM:
             return np.empty((0, self.dim), dtype=np.float32)
         session = self._get_session()
         out: np.ndarray | None = None
-        encodings = self._tokenizer.encode_batch(list(texts))
+        encodings = self._tokenizer.encode_batch_fast(list(texts))
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(lengths, kind="stable")
         for start in range(0, len(order), self.batch_size):
@@ -806,7 +806,7 @@ class OpenAIEmbedder:
             counter.no_padding()
             counter.no_truncation()
             self._counter = counter
-        return [len(e.ids) for e in self._counter.encode_batch(list(texts))] if texts else []
+        return [len(e.ids) for e in self._counter.encode_batch_fast(list(texts))] if texts else []
 
     def embed(self, texts: list[str]) -> np.ndarray:
         _reject_empty(texts)

@@ -19,7 +19,7 @@ from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, extract_mark
 TokenCounter = Callable[[list[str]], list[int]]
 
 # Bump when chunk texts change: the next index run re-chunks every notebook (unchanged texts keep their vectors).
-CHUNKER_VERSION = 2
+CHUNKER_VERSION = 3  # 3: a cell under its window budget is never split (counted whole, not line by line)
 
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 _SCALAR_MAX_CHARS = 160
@@ -52,6 +52,7 @@ class _Group:
     heading: str
     cells: list[Cell] = field(default_factory=list)
     tokens: int = 0
+    costs: dict[int, int] = field(default_factory=dict)  # tokens of each cell's text, counted once
 
 
 def heading_of(cell: Cell) -> tuple[int, str] | None:
@@ -81,18 +82,14 @@ def chunk_notebook(
     count_tokens: TokenCounter,
     budget: int,
     limits: OutputLimits | None = None,
+    rendered: dict[int, list[RenderedOutput]] | None = None,
 ) -> list[Chunk]:
-    """Cut one notebook into grouped and typed chunks; `budget` is in the embedder's tokens."""
-    limits = limits or OutputLimits()
-    rendered: dict[int, list[RenderedOutput]] = {}
-    markdown_above: str | None = None
-    for cell in nb.cells:
-        if cell.is_code:
-            rendered[cell.index] = render_outputs(cell, markdown_above=markdown_above, limits=limits)
-        if cell.is_markdown and cell.source.strip():
-            markdown_above = cell.source
-        elif cell.is_code and cell.source.strip():
-            markdown_above = None
+    """Cut one notebook into grouped and typed chunks; `budget` is in the embedder's tokens.
+
+    `rendered` is `render_cells(nb, limits)` when the caller already has it (the indexer stores it per cell too:
+    rendering outputs is a quarter of the indexing time, so it is done once)."""
+    if rendered is None:
+        rendered = render_cells(nb, limits or OutputLimits())
     header = nb.path
     groups = _group_cells(nb, count_tokens, budget)
     chunks: list[Chunk] = []
@@ -102,6 +99,20 @@ def chunk_notebook(
     for seq, chunk in enumerate(chunks):
         chunk.seq = seq
     return chunks
+
+
+def render_cells(nb: Notebook, limits: OutputLimits) -> dict[int, list[RenderedOutput]]:
+    """Every code cell's outputs by the output rules; a figure's caption may come from the markdown just above."""
+    rendered: dict[int, list[RenderedOutput]] = {}
+    markdown_above: str | None = None
+    for cell in nb.cells:
+        if cell.is_code:
+            rendered[cell.index] = render_outputs(cell, markdown_above=markdown_above, limits=limits)
+        if cell.is_markdown and cell.source.strip():
+            markdown_above = cell.source
+        elif cell.is_code and cell.source.strip():
+            markdown_above = None
+    return rendered
 
 
 def _cell_cost_text(cell: Cell) -> str:
@@ -121,6 +132,7 @@ def _group_cells(nb: Notebook, count_tokens: TokenCounter, budget: int) -> list[
     for cell, cost in zip(nb.cells, costs, strict=True):
         if not cell.source.strip() and not cell.outputs:
             continue
+        current.costs[cell.index] = cost
         heading = heading_of(cell)
         if heading is not None:
             level, text = heading
@@ -129,7 +141,7 @@ def _group_cells(nb: Notebook, count_tokens: TokenCounter, budget: int) -> list[
             stack.append((level, text))
             if current.cells:
                 groups.append(current)
-            current = _Group(" › ".join(t for _, t in stack), [cell], cost)
+            current = _Group(" › ".join(t for _, t in stack), [cell], cost, {cell.index: cost})
             continue
         if current.cells and current.tokens + cost > budget:
             carried: list[Cell] = []
@@ -138,7 +150,8 @@ def _group_cells(nb: Notebook, count_tokens: TokenCounter, budget: int) -> list[
             if current.cells:
                 groups.append(current)
             carried_cost = sum(costs[c.index] for c in carried)
-            current = _Group(current.heading, carried, carried_cost)
+            current = _Group(current.heading, carried, carried_cost, {c.index: costs[c.index] for c in carried})
+            current.costs[cell.index] = cost
         current.cells.append(cell)
         current.tokens += cost
     if current.cells:
@@ -177,12 +190,15 @@ def _group_chunks(
     # Over budget (one very long cell, or code carried with its markdown): one chunk per window of lines, so
     # nothing is silently truncated. Keyword text and vectors both see every window.
     chunks: list[Chunk] = []
+    head_cost = count_tokens([head])[0]
     for cell in group.cells:
         if not cell.source.strip():
             continue
         cell_text = _clean_markdown(cell) if cell.is_markdown else cell.source
         cell_outputs = _output_text(rendered.get(cell.index, [])) if cell.is_code else ""
-        windows = split_lines(cell_text, count_tokens, max(budget - count_tokens([head])[0], 32))
+        room = max(budget - head_cost, 32)
+        known = group.costs.get(cell.index)
+        windows = [cell_text] if known is not None and known <= room else split_lines(cell_text, count_tokens, room)
         for n, window in enumerate(windows):
             extra = f"\n\n{cell_outputs}" if cell_outputs and n == len(windows) - 1 else ""
             piece = f"{head}\n\n{window}{extra}"

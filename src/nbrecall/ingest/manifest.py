@@ -34,6 +34,10 @@ CREATE TABLE IF NOT EXISTS cells (
     execution_count INTEGER, source TEXT NOT NULL, outputs TEXT NOT NULL, PRIMARY KEY (sha256, idx));
 CREATE TABLE IF NOT EXISTS runs (
     started_at REAL NOT NULL, finished_at REAL, summary TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS pending_vectors (
+    chunk_id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, priority REAL NOT NULL, text TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS pending_priority ON pending_vectors (priority DESC, chunk_id);
+CREATE INDEX IF NOT EXISTS pending_sha ON pending_vectors (sha256);
 """
 
 
@@ -57,6 +61,16 @@ class ContentRecord:
     n_chunks: int = 0
     n_embedded: int = 0
     meta: dict[str, Any] | None = None
+
+
+@dataclass
+class PendingVector:
+    """A chunk that is stored (keyword-searchable) but has no vector yet; the highest priority is embedded first."""
+
+    chunk_id: str
+    sha256: str
+    priority: float
+    text: str  # what gets embedded (`Chunk.embed_text`)
 
 
 @dataclass
@@ -161,6 +175,7 @@ class Manifest:
         now = time.time()
         for rec in records:
             db.execute("DELETE FROM cells WHERE sha256 = ?", (rec.sha256,))
+            db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (rec.sha256,))
             db.execute(
                 "INSERT OR REPLACE INTO contents (sha256, status, reason, root, rel, n_cells, n_chunks, n_embedded,"
                 " meta, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -186,6 +201,36 @@ class Manifest:
             ],
         )
 
+    def save_pending(self, db: sqlite3.Connection, items: Iterable[PendingVector]) -> None:
+        """Queue chunks for embedding (after `save_contents` of their notebooks, in the same transaction)."""
+        db.executemany(
+            "INSERT OR REPLACE INTO pending_vectors (chunk_id, sha256, priority, text) VALUES (?, ?, ?, ?)",
+            [(p.chunk_id, p.sha256, p.priority, p.text) for p in items],
+        )
+
+    def pending(self, limit: int) -> list[PendingVector]:
+        """The next chunks to embed, by priority (recent, healthy notebooks first)."""
+        rows = self.db.execute(
+            "SELECT chunk_id, sha256, priority, text FROM pending_vectors ORDER BY priority DESC, chunk_id LIMIT ?",
+            (limit,),
+        )
+        return [PendingVector(*row) for row in rows]
+
+    def pending_count(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM pending_vectors").fetchone()[0])
+
+    def vectors_done(self, db: sqlite3.Connection, items: Iterable[PendingVector], embedded: set[str]) -> None:
+        """Take `items` off the queue; count those in `embedded` (chunk ids that got a vector) per notebook."""
+        per_sha: dict[str, int] = {}
+        for item in items:
+            if item.chunk_id in embedded:
+                per_sha[item.sha256] = per_sha.get(item.sha256, 0) + 1
+        db.executemany("DELETE FROM pending_vectors WHERE chunk_id = ?", [(p.chunk_id,) for p in items])
+        db.executemany(
+            "UPDATE contents SET n_embedded = MIN(n_chunks, n_embedded + ?) WHERE sha256 = ?",
+            [(count, sha) for sha, count in per_sha.items()],
+        )
+
     def save_files(self, db: sqlite3.Connection, records: Iterable[FileRecord]) -> None:
         now = time.time()
         db.executemany(
@@ -205,10 +250,23 @@ class Manifest:
             )
         ]
 
-    def delete_contents(self, db: sqlite3.Connection, shas: list[str]) -> None:
+    def delete_contents(self, db: sqlite3.Connection, shas: list[str]) -> list[str]:
+        """Delete these contents, their cells and queued vectors; returns the shas deleted (all: one writer)."""
         for sha in shas:
             db.execute("DELETE FROM cells WHERE sha256 = ?", (sha,))
+            db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (sha,))
             db.execute("DELETE FROM contents WHERE sha256 = ?", (sha,))
+        return list(shas)
+
+    def missing_contents(self, db: sqlite3.Connection, shas: Iterable[str]) -> set[str]:
+        """Of `shas`, those with no content row (always none with one writer at a time; see `PgManifest`)."""
+        wanted = sorted(set(shas))
+        found: set[str] = set()
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(r[0] for r in db.execute(f"SELECT sha256 FROM contents WHERE sha256 IN ({marks})", part))
+        return set(wanted) - found
 
     def render_marks(self) -> dict[str, int]:
         """sha → `render_mtime_ns` recorded in the meta of indexed contents that were indexed with a render."""
@@ -221,21 +279,11 @@ class Manifest:
     def render_counts(self) -> dict[str, Any] | None:
         """Indexed notebooks by render status (`fresh`, `changed`, `stale`, `not_rendered`) and the stale reasons
         by frequency; None when no indexed notebook has a render."""
-        counts = {"fresh": 0, "changed": 0, "stale": 0, "not_rendered": 0}
-        reasons: dict[str, int] = {}
         rows = self.db.execute(
             "SELECT json_extract(meta, '$.render_status'), json_extract(meta, '$.render_reason'), COUNT(*) "
             "FROM contents WHERE status = 'indexed' GROUP BY 1, 2"
         )
-        for status, reason, count in rows:
-            key = status if status in ("fresh", "changed", "stale") else "not_rendered"
-            counts[key] += count
-            if key == "stale":
-                reasons[str(reason or "unknown reason")] = reasons.get(str(reason or "unknown reason"), 0) + count
-        if not (counts["fresh"] or counts["changed"] or counts["stale"]):
-            return None
-        ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
-        return {**counts, "stale_reasons": [{"reason": r, "count": n} for r, n in ranked]}
+        return render_summary(rows)
 
     def begin_run(self) -> tuple[int, bool]:
         """Record that a run starts; return its id and whether the run before it never finished (killed, or
@@ -258,13 +306,34 @@ class Manifest:
             " (SELECT COUNT(*) FROM contents WHERE status='quarantined'),"
             " (SELECT COALESCE(SUM(n_chunks),0) FROM contents), (SELECT COALESCE(SUM(n_embedded),0) FROM contents)"
         ).fetchone()
+        try:
+            pending = self.pending_count()
+        except sqlite3.OperationalError:  # an index written before vectors were queued (read-only here)
+            pending = 0
         return {
             "files": row[0],
             "notebooks": row[1],
             "quarantined": row[2],
             "chunks": row[3],
             "embedded": row[4],
+            "waiting for a vector": pending,
         }
+
+
+def render_summary(rows: Iterable[Any]) -> dict[str, Any] | None:
+    """`render_counts()` from (render_status, render_reason, count) rows of indexed contents (shared with
+    `PgManifest`)."""
+    counts = {"fresh": 0, "changed": 0, "stale": 0, "not_rendered": 0}
+    reasons: dict[str, int] = {}
+    for status, reason, count in rows:
+        key = status if status in ("fresh", "changed", "stale") else "not_rendered"
+        counts[key] += int(count)
+        if key == "stale":
+            reasons[str(reason or "unknown reason")] = reasons.get(str(reason or "unknown reason"), 0) + int(count)
+    if not (counts["fresh"] or counts["changed"] or counts["stale"]):
+        return None
+    ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+    return {**counts, "stale_reasons": [{"reason": r, "count": n} for r, n in ranked]}
 
 
 def _open_readonly(path: Path) -> sqlite3.Connection:

@@ -35,6 +35,8 @@ _READERS = {
     "read_shp",
     "ExcelFile",
 }
+# A cell can only hold such a call if one of the names is followed by "(": most cells are skipped without parsing.
+_READER_CALL = re.compile(r"\b(?:" + "|".join(sorted(_READERS)) + r")\s*\(")
 _YEAR = re.compile(r"(?<!\d)(19[89]\d|20[0-4]\d)(?!\d)")
 
 
@@ -88,6 +90,8 @@ def find_inputs(nb: Notebook, base: Path | None) -> list[InputFile]:
     found: list[InputFile] = []
     seen: set[str] = set()
     for cell in nb.code_cells:
+        if not _READER_CALL.search(cell.source):
+            continue
         try:
             tree = ast.parse(mask_magics(cell.source))
         except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -1,35 +1,49 @@
 """The indexing run: discover → parse → analyse → chunk → embed → store, incremental and crash-safe.
 
-Order of writes per batch: the store commit (atomic per batch, `merge_insert`) comes first, then the manifest
-transaction. Search only trusts chunks whose notebook the manifest lists as indexed, so a crash between the two
-leaves nothing half-visible, and the next run redoes the batch (both writes are idempotent).
+Order of writes per batch: the store commit (atomic per batch: an append for new notebooks, `merge_insert` for
+re-indexed ones) comes first, then the manifest transaction. Search only trusts chunks whose notebook the manifest
+lists as indexed, so a crash between the two leaves nothing half-visible; the next run first deletes chunks the
+manifest does not know and redoes the batch.
+
+Progressive: a run has two phases. Phase 1 parses and chunks every new or changed notebook and writes its chunks
+with the vectors the embedding cache already has; the rest are queued in the manifest (`pending_vectors`), so a
+notebook is keyword-searchable as soon as its batch is written. Phase 2 embeds the queue, most recent and healthiest
+notebooks first, in length-sorted batches, and stores the vectors; search fuses whatever vectors exist. Killing
+phase 2 loses nothing: the next run resumes the queue.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nbrecall.backends import open_manifest
 from nbrecall.config import Settings
 from nbrecall.index.cache import EmbeddingCache
 from nbrecall.index.embed import Embedder
 from nbrecall.index.faults import storage_fault
 from nbrecall.index.store import ChunkRow, Store
-from nbrecall.ingest.chunk import CHUNKER_VERSION, Chunk, chunk_notebook, text_hash
+from nbrecall.ingest.chunk import CHUNKER_VERSION, Chunk, chunk_notebook, render_cells, text_hash
 from nbrecall.ingest.discover import discover
+from nbrecall.ingest.executor import Executor, InlineExecutor
 from nbrecall.ingest.lock import IndexLocked, WriterLock
-from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Manifest
+from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Manifest, PendingVector
 from nbrecall.ingest.metadata import notebook_meta
 from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders_dir
 from nbrecall.notebook.analysis import analyse
-from nbrecall.notebook.outputs import OutputLimits, render_outputs
-from nbrecall.notebook.read import NotebookUnreadable, read_notebook
+from nbrecall.notebook.outputs import OutputLimits
+from nbrecall.notebook.read import read_notebook
+
+if TYPE_CHECKING:
+    from nbrecall.ingest.worker import BuildOutcome
 
 Progress = Callable[[str, int, int], None]
 
@@ -50,6 +64,8 @@ class IndexReport:
     notebooks_removed: int = 0
     strays_removed: int = 0  # chunks of notebooks an interrupted run wrote to the store but never to the manifest
     rerendered: int = 0  # unchanged notebooks indexed again because their render was made, replaced or removed
+    vectors_pending: int = 0  # chunks still waiting for a vector when the run ended (resumed by the next run)
+    embedded_tokens: int = 0  # word pieces the model read (after its truncation): what embedding cost
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, stage: str, seconds: float) -> None:
@@ -86,8 +102,9 @@ def build_rows(
     started = time.perf_counter()
     meta = notebook_meta(original, rel, analysis, settings.metadata, file_path=path)
     limits = OutputLimits(max_chars=settings.chunk.max_output_chars)
+    rendered = render_cells(nb, limits)
     chunks = chunk_notebook(
-        nb, analysis, count_tokens=embedder.count_tokens, budget=_budget(settings, embedder), limits=limits
+        nb, analysis, count_tokens=embedder.count_tokens, budget=_budget(settings, embedder), rendered=rendered
     )
     cells = [
         CellRecord(
@@ -97,7 +114,7 @@ def build_rows(
             c.cell_type,
             c.execution_count,
             c.source,
-            "\n".join(o.text for o in render_outputs(c, limits=limits)) if c.is_code else "",
+            "\n".join(o.text for o in rendered.get(c.index, [])) if c.is_code else "",
         )
         for c in nb.cells
     ]
@@ -135,32 +152,75 @@ def build_rows(
     return chunks, record, cells, rows
 
 
-def embed_rows(
+def priority(year: int | None, health: float) -> float:
+    """Embedding order: recent notebooks first (the year from the path rules), healthier ones first within a year."""
+    return float(year or 0) + max(0.0, min(1.0, health))
+
+
+def vectors_from_cache(
     chunks: list[Chunk], rows: list[ChunkRow], embedder: Embedder, cache: EmbeddingCache, report: IndexReport
-) -> int:
-    """Fill `row.vector` from the cache or the model; returns how many rows got a vector."""
+) -> list[PendingVector]:
+    """Fill `row.vector` from the embedding cache; return the chunks still to embed (phase 2 does the model)."""
     started = time.perf_counter()
     texts = [ch.embed_text for ch in chunks]
     hashes = [text_hash(t) for t in texts]
     cached = cache.get_many(sorted(set(hashes)), embedder.model_id)
     report.embed_cache_hits += sum(1 for h in hashes if h in cached)
-    missing = sorted(
-        {h: t for h, t in zip(hashes, texts, strict=True) if h not in cached and t.strip()}.items()
-    )
-    if missing:
-        vectors = embedder.embed([t for _, t in missing])
-        fresh = {h: v for (h, _), v in zip(missing, vectors, strict=True)}
-        cache.put_many(fresh, embedder.model_id)
-        cached.update(fresh)
-        report.texts_embedded += len(missing)
-    done = 0
-    for row, h in zip(rows, hashes, strict=True):
+    pending: list[PendingVector] = []
+    for row, text, h in zip(rows, texts, hashes, strict=True):
         vector = cached.get(h)
         if vector is not None:
             row.vector = np.asarray(vector, dtype=np.float32)
-            done += 1
+        elif text.strip():
+            pending.append(PendingVector(row.chunk_id, row.nb_sha, priority(row.year, row.health), text))
     report.add_time("embed", time.perf_counter() - started)
-    return done
+    return pending
+
+
+def fill_vectors(
+    embedder: Embedder,
+    store: Store,
+    manifest: Manifest,
+    cache: EmbeddingCache,
+    report: IndexReport,
+    progress: Progress | None = None,
+    batch_chunks: int = 512,
+    limit: int | None = None,
+) -> None:
+    """Phase 2: embed queued chunks by priority, store their vectors, take them off the queue; resumable.
+    `limit` stops after about that many chunks (a time-boxed nightly run, a benchmark sample).
+
+    Texts already in the cache (another notebook had the same text) cost nothing; identical texts in one batch are
+    embedded once; the embedder sorts a batch by length so padding stays small."""
+    total = manifest.pending_count()
+    done = 0
+    while limit is None or done < limit:
+        items = manifest.pending(batch_chunks if limit is None else min(batch_chunks, limit - done))
+        if not items:
+            break
+        started = time.perf_counter()
+        hashes = {item.chunk_id: text_hash(item.text) for item in items}
+        cached = cache.get_many(sorted(set(hashes.values())), embedder.model_id)
+        report.embed_cache_hits += sum(1 for h in hashes.values() if h in cached)
+        missing = sorted({hashes[i.chunk_id]: i.text for i in items if hashes[i.chunk_id] not in cached}.items())
+        if missing:
+            vectors = embedder.embed([t for _, t in missing])
+            fresh = {h: v for (h, _), v in zip(missing, vectors, strict=True)}
+            cache.put_many(fresh, embedder.model_id)
+            cached.update(fresh)
+            report.texts_embedded += len(missing)
+            counts = embedder.count_tokens([t for _, t in missing])
+            report.embedded_tokens += sum(min(n, embedder.max_tokens) for n in counts)
+        report.add_time("embed", time.perf_counter() - started)
+        started = time.perf_counter()
+        vectors_of = {i.chunk_id: cached[hashes[i.chunk_id]] for i in items if hashes[i.chunk_id] in cached}
+        with manifest.transaction() as db:
+            store.set_vectors(vectors_of)
+            manifest.vectors_done(db, items, set(vectors_of))
+        report.add_time("write vectors", time.perf_counter() - started)
+        done += len(items)
+        if progress:
+            progress("embedding", done, max(total, done))
 
 
 def run_index(
@@ -171,20 +231,33 @@ def run_index(
     *,
     progress: Progress | None = None,
     batch_notebooks: int = 16,
+    defer_vectors: bool = False,
+    executor: Executor | None = None,
 ) -> IndexReport:
-    """Index `roots` into `settings.index_dir`; safe to interrupt and re-run."""
+    """Index `roots` into `settings.index_dir`; safe to interrupt and re-run.
+
+    `defer_vectors` stops after phase 1 (everything keyword-searchable); a later run embeds the queue.
+    `executor` runs parse/analyse/chunk (`ingest.executor`; default: in this process); the caller closes it."""
     report = IndexReport()
     index_dir = settings.index_dir
     try:
         with (
-            WriterLock(index_dir),
-            closing(Manifest(index_dir / "manifest.sqlite")) as manifest,
+            # A shared (PostgreSQL) store takes no folder lock: several indexers may write to it at once.
+            nullcontext() if getattr(store, "shared", False) else WriterLock(index_dir),
+            closing(open_manifest(settings, store=store)) as manifest,
             closing(EmbeddingCache(index_dir / "embeddings.sqlite")) as cache,
         ):
             run_id, interrupted = manifest.begin_run()
-            _run(roots, settings, embedder, store, manifest, cache, report, progress, batch_notebooks)
-            if interrupted:
+            if interrupted:  # before anything is appended: a stray batch of new notebooks would be stored twice
                 report.strays_removed = _sweep_strays(store, manifest)
+            _run(roots, settings, embedder, store, manifest, cache, report, progress, batch_notebooks,
+                 executor or InlineExecutor())
+            if settings.embed.enabled and not defer_vectors and manifest.pending_count():
+                fill_vectors(embedder, store, manifest, cache, report, progress)
+                started = time.perf_counter()
+                store.finish_run()
+                report.add_time("keyword + vector index", time.perf_counter() - started)
+            report.vectors_pending = manifest.pending_count() if settings.embed.enabled else 0
             manifest.end_run(run_id, {"indexed": report.notebooks_indexed, "removed": report.notebooks_removed})
     except IndexLocked:
         raise
@@ -198,7 +271,7 @@ def run_index(
 
 def _sweep_strays(store: Store, manifest: Manifest) -> int:
     """After an interrupted run: delete chunks the store holds for contents the manifest does not know (a batch
-    killed between its store commit and its manifest transaction, whose file changed before this run)."""
+    killed between its store commit and its manifest transaction)."""
     strays = sorted(set(store.notebook_shas()) - manifest.content_shas())
     if strays:
         store.delete_notebooks(strays)
@@ -215,6 +288,7 @@ def _run(
     report: IndexReport,
     progress: Progress | None,
     batch_notebooks: int,
+    executor: Executor | None = None,
 ) -> None:
     started = time.perf_counter()
     found = discover(roots, manifest.files(), settings.discover)
@@ -223,7 +297,7 @@ def _run(
     report.changed, report.deleted_files = len(found.changed), len(found.deleted)
     known = manifest.content_shas()
     todo: dict[str, FileRecord] = {}
-    for record in found.changed:
+    for record in found.files:  # new contents, and any a file still points at but that is gone (see below)
         if record.sha256 not in known and record.sha256 not in todo:
             todo[record.sha256] = record
     # Contents indexed by another chunker version or other settings are redone (vectors come from the cache).
@@ -239,10 +313,29 @@ def _run(
     paths_of: dict[str, list[FileRecord]] = {}
     for record in found.changed:
         paths_of.setdefault(record.sha256, []).append(record)
+    # Searchable while the run goes on: the first batch of a new index builds the keyword index; rows written
+    # since the last refresh are found by a scan of what the index lacks (slower: ~0.1-0.5 s a query with 7k such
+    # rows), so the index is refreshed whenever the rows it lacks reach the rows it has (and KEYWORD_REFRESH_ROWS):
+    # a geometric schedule, whose refreshes together cost about twice the last one.
+    indexed_rows = 0 if not known else None
+    written_at_refresh = report.chunks_written
+    # One lazy map over every notebook (the executor keeps ~2 × workers in flight): workers go on parsing the next
+    # notebooks while this process writes a batch, instead of waiting for each batch's slowest notebook.
+    outcomes = _build(items, settings, embedder, executor or InlineExecutor())
     for start in range(0, len(items), batch_notebooks):
         batch = items[start : start + batch_notebooks]
         files = [f for r in batch for f in paths_of.get(r.sha256, [])]
-        _index_batch(batch, settings, embedder, store, manifest, cache, report, files)
+        built = list(itertools.islice(outcomes, len(batch)))
+        _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built)
+        lacking = report.chunks_written - written_at_refresh
+        if indexed_rows is None:
+            indexed_rows = max(store.count() - lacking, 0)
+        if (start == 0 and not known) or lacking >= max(KEYWORD_REFRESH_ROWS, indexed_rows):
+            begun = time.perf_counter()
+            store.finish_run()
+            report.add_time("keyword index", time.perf_counter() - begun)
+            indexed_rows += lacking
+            written_at_refresh = report.chunks_written
         if progress:
             progress("indexing", min(start + batch_notebooks, len(items)), len(items))
     # Files: new state of the rest (copies of known contents, touched, unreadable, deleted); then drop contents
@@ -252,16 +345,24 @@ def _run(
         manifest.save_contents(db, unreadable_contents, [])
         manifest.save_files(db, found.changed + found.touched + unreadable_files)
         manifest.delete_files(db, found.deleted)
+        lost = manifest.missing_contents(db, {r.sha256 for r in found.changed})
+    if lost:  # a shared store: another indexer dropped a content this run took as known (its last file went)
+        again = [r for r in found.changed if r.sha256 in lost]
+        batch = list({r.sha256: r for r in again}.values())
+        _index_batch(batch, settings, embedder, store, manifest, cache, report, again, known - lost, executor)
     orphans = manifest.orphan_shas()
     if orphans:
-        store.delete_notebooks(orphans)
-        with manifest.transaction() as db:
-            manifest.delete_contents(db, orphans)
+        with manifest.transaction() as db:  # contents first: on a shared store, only those still orphaned
+            orphans = manifest.delete_contents(db, orphans)
+            store.delete_notebooks(orphans)
     report.notebooks_removed = len(orphans)
     if items or orphans:
         started = time.perf_counter()
         store.finish_run()
         report.add_time("keyword index", time.perf_counter() - started)
+
+
+KEYWORD_REFRESH_ROWS = 50_000  # during a long run, fold new rows into the keyword index from this many on
 
 
 def unreadable_sha(root: str, rel: str, reason: str) -> str:
@@ -309,6 +410,21 @@ def _render_changes(
     return redo
 
 
+def _build(
+    records: list[FileRecord], settings: Settings, embedder: Embedder, executor: Executor
+) -> Iterator[BuildOutcome]:
+    """Parse/analyse/chunk through `executor` (`ingest.worker.BuildTask`), lazily and in order."""
+    from nbrecall.ingest.worker import BuildTask, build_failed  # the worker module builds on this one
+
+    task = BuildTask.for_run(settings, embedder, executor)  # workers count tokens as the run's embedder does
+    items = (  # absolute paths: a Ray worker's working folder is not this one
+        (str((Path(f.root) / f.rel if not Path(f.root).is_file() else Path(f.root)).absolute()), f.rel, f.root,
+         f.sha256)
+        for f in records
+    )
+    return executor.map(task, items, on_error=build_failed)
+
+
 def _index_batch(
     batch: list[FileRecord],
     settings: Settings,
@@ -318,39 +434,52 @@ def _index_batch(
     cache: EmbeddingCache,
     report: IndexReport,
     files: list[FileRecord] | None = None,
+    known: set[str] | None = None,
+    executor: Executor | None = None,
+    built: list[BuildOutcome] | None = None,
 ) -> None:
-    """Index `batch` (one record per new content). The store commit comes first; then one manifest transaction
-    records the contents and points their `files` (every path with one of those contents) at them, so a search
-    switches each path from its old content to its new one at once: only contents a file refers to are visible
-    (`Manifest.indexed_shas`)."""
+    """Index `batch` (one record per new content; `built`: its outcomes when the caller already mapped them).
+    The store commit comes first; then one manifest transaction records the contents and points their `files`
+    (every path with one of those contents) at them, so a search switches each path from its old content to its new
+    one at once: only contents a file refers to are visible (`Manifest.indexed_shas`). Parse/analyse/chunk run
+    through `executor` (`_build`); cache lookups and writes stay here."""
+    from nbrecall.ingest.worker import WorkerFault
+
+    if built is None:
+        built = list(_build(batch, settings, embedder, executor or InlineExecutor()))
     records: list[ContentRecord] = []
     cell_records: list[CellRecord] = []
     all_rows: list[ChunkRow] = []
-    for file in batch:
-        path = Path(file.root) / file.rel if not Path(file.root).is_file() else Path(file.root)
-        try:
-            chunks, record, cells, rows = build_rows(
-                path, file.rel, file.root, file.sha256, settings, embedder, report
-            )
-        except NotebookUnreadable as exc:
-            records.append(ContentRecord(file.sha256, "quarantined", exc.reason, file.root, file.rel))
-            report.quarantined.append((file.rel, exc.reason))
+    pending: list[PendingVector] = []
+    for file, outcome in zip(batch, built, strict=True):
+        for stage, seconds in outcome.seconds.items():
+            report.add_time(stage, seconds)
+        if outcome.fault:
+            raise WorkerFault(outcome.fault)
+        if outcome.built is None:  # unreadable, or a bug or crash on this one notebook: quarantine with the reason
+            records.append(ContentRecord(file.sha256, "quarantined", outcome.reason, file.root, file.rel))
+            report.quarantined.append((file.rel, outcome.reason))
             continue
-        except Exception as exc:  # a bug on one notebook must not stop the run: quarantine with the reason
-            reason = f"internal error while indexing: {type(exc).__name__}: {exc}"[:300]
-            records.append(ContentRecord(file.sha256, "quarantined", reason, file.root, file.rel))
-            report.quarantined.append((file.rel, reason))
-            continue
+        chunks, record, cells, rows = outcome.built
         if settings.embed.enabled and chunks:
-            record.n_embedded = embed_rows(chunks, rows, embedder, cache, report)
+            queued = vectors_from_cache(chunks, rows, embedder, cache, report)
+            record.n_embedded = len(rows) - len(queued)
+            pending.extend(queued)
         records.append(record)
         cell_records.extend(cells)
         all_rows.extend(rows)
         report.notebooks_indexed += 1
     started = time.perf_counter()
-    store.replace_notebooks([r.sha256 for r in records], all_rows)
-    with manifest.transaction() as db:
+    known = known if known is not None else manifest.content_shas()
+    new = {r.sha256 for r in records} - known  # never stored (strays were swept at the start of the run)
+    if getattr(store, "shared", False):  # another indexer may have stored them: one replace, one lock order
+        new = set()
+    with manifest.transaction() as db:  # a shared store commits chunks and manifest rows together
+        store.append_notebooks([row for row in all_rows if row.nb_sha in new])
+        store.replace_notebooks(sorted(r.sha256 for r in records if r.sha256 not in new),
+                                [row for row in all_rows if row.nb_sha not in new])
         manifest.save_contents(db, records, cell_records)
+        manifest.save_pending(db, pending)
         manifest.save_files(db, files or [])
     report.chunks_written += len(all_rows)
     report.add_time("write", time.perf_counter() - started)
