@@ -194,6 +194,8 @@ def fill_vectors(
     embedded once; the embedder sorts a batch by length so padding stays small."""
     total = manifest.pending_count()
     done = 0
+    if progress:
+        progress("embedding", 0, total)  # the phase starts now (the CLI measures its rate from here)
     while limit is None or done < limit:
         items = manifest.pending(batch_chunks if limit is None else min(batch_chunks, limit - done))
         if not items:
