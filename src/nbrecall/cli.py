@@ -34,7 +34,7 @@ StoreOpt = Annotated[
     typer.Option(
         "--store",
         help="PostgreSQL URL (postgresql://USER:PASSWORD@HOST:PORT/DB) of a store shared by several indexers and "
-        "servers; default $NBRECALL_STORE, [store] url, else the embedded index in the index folder.",
+        "servers; default $NBRECALL_STORE, \\[store] url, else the embedded index in the index folder.",
     ),
 ]
 ExecutorOpt = Annotated[
@@ -43,7 +43,7 @@ ExecutorOpt = Annotated[
         "--executor",
         help="Where the heavy work runs: local (a process pool here, the default), ray (a local Ray cluster, or the "
         "one $RAY_ADDRESS or `ray start` names), ray://HOST:PORT (a remote cluster's client server) or HOST:PORT "
-        "(a cluster's GCS address); config: [executor] kind. Ray needs pip install 'nbrecall[ray]'.",
+        "(a cluster's GCS address); config: \\[executor] kind. Ray needs pip install 'nbrecall\\[ray]'.",
     ),
 ]
 
