@@ -40,7 +40,7 @@ def open_store(settings: Settings, dim: int) -> LanceStore | PgStore:
     if url is None:
         from nbrecall.index.store import LanceStore
 
-        return LanceStore(settings.index_dir / "lance", dim)
+        return LanceStore(settings.index_dir / "lance", dim, cache_mb=settings.store.cache_mb)
     from nbrecall.index.pg_store import PgStore
 
     return PgStore.connect(url, dim, settings.store.schema)

@@ -124,6 +124,7 @@ class StoreSettings:
 
     url: str | None = None
     schema: str = "nbrecall"
+    cache_mb: int = 768  # embedded store: LanceDB's index + metadata caches (its defaults allow several GB)
 
 
 @dataclass
