@@ -68,6 +68,7 @@ def child(args: argparse.Namespace) -> None:
     ):
         queued = manifest.pending_count()
         sample = sorted({item.text for item in manifest.pending(args.embed_sample)})
+        embedder.embed(["warm-up: the model session is built or loaded at its first use"])  # not the rate
         started = time.perf_counter()
         fill_vectors(embedder, store, manifest, cache, report, limit=args.embed_sample)
         seconds = time.perf_counter() - started
