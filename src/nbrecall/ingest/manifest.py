@@ -135,15 +135,22 @@ class Manifest:
         return {r[0]: r[1] or "" for r in self.db.execute(
             "SELECT sha256, json_extract(meta, '$.fingerprint') FROM contents WHERE status = 'indexed'")}
 
-    def indexed_shas(self) -> set[str]:
+    def indexed_shas(self, among: Iterable[str] | None = None) -> set[str]:
         """Contents visible to search: indexed and the content of at least one file. A path's old content stops
-        being visible in the transaction that points the path at its new content (a reader never sees both)."""
-        return {
-            r[0]
-            for r in self.db.execute(
-                "SELECT sha256 FROM contents WHERE status = 'indexed' AND sha256 IN (SELECT sha256 FROM files)"
-            )
-        }
+        being visible in the transaction that points the path at its new content (a reader never sees both).
+
+        `among`: only these candidates (a search's hits): at 40,000 notebooks building the whole set took 160 ms
+        of every search."""
+        sql = "SELECT sha256 FROM contents WHERE status = 'indexed' AND sha256 IN (SELECT sha256 FROM files)"
+        if among is None:
+            return {r[0] for r in self.db.execute(sql)}
+        wanted = sorted(set(among))
+        found: set[str] = set()
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            marks = ", ".join("?" * len(part))
+            found.update(r[0] for r in self.db.execute(f"{sql} AND sha256 IN ({marks})", part))
+        return found
 
     def paths_of(self, sha: str) -> list[tuple[str, str]]:
         return [

@@ -84,11 +84,13 @@ class PgManifest:
         return {r[0]: r[1] or "" for r in self._all(
             "SELECT sha256, meta->>'fingerprint' FROM contents WHERE status = 'indexed'")}
 
-    def indexed_shas(self) -> set[str]:
-        """Contents visible to search: indexed and the content of at least one file."""
-        return {r[0] for r in self._all(
-            "SELECT c.sha256 FROM contents c WHERE c.status = 'indexed' "
-            "AND EXISTS (SELECT 1 FROM files f WHERE f.sha256 = c.sha256)")}
+    def indexed_shas(self, among: Iterable[str] | None = None) -> set[str]:
+        """Contents visible to search: indexed and the content of at least one file (`among`: only these)."""
+        sql = ("SELECT c.sha256 FROM contents c WHERE c.status = 'indexed' "
+               "AND EXISTS (SELECT 1 FROM files f WHERE f.sha256 = c.sha256)")
+        if among is None:
+            return {r[0] for r in self._all(sql)}
+        return {r[0] for r in self._all(sql + " AND c.sha256 = ANY(%s)", (sorted(set(among)),))}
 
     def paths_of(self, sha: str) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self._all(

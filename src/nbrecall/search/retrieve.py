@@ -346,7 +346,7 @@ def retrieve(
     fusion = FusionSettings(settings.fusion, settings.alpha, settings.rrf_k)
     hits = store.search(positive, query_vector, settings.fanout, filters, fusion)
     hits = rerank(positive, hits, settings.phrase_weight, settings.intent_boost)
-    ranked = group_by_notebook(hits, manifest.indexed_shas())
+    ranked = group_by_notebook(hits, manifest.indexed_shas({h.row["nb_sha"] for h in hits}))
     results: list[NotebookResult] = []
     for position, (sha, score, group) in enumerate(ranked[:max_notebooks]):
         cells = {c.idx: c for c in manifest.cells(sha)}
