@@ -115,15 +115,18 @@ def build_archive(base: Path) -> tuple[Settings, dict[str, str]]:
     settings = load_settings(SAMPLES / "nbrecall.toml", env={})
     settings.index_dir = base / "index"
     settings.embed.cache_dir = str(base / "models")  # never used: queries go through the HashEmbedder
+    return settings, index_archive(archive, settings)
+
+
+def index_archive(archive: Path, settings: Settings) -> dict[str, str]:
+    """Index `archive` with the HashEmbedder; the indexed notebooks' content hashes by relative path."""
     embedder = HashEmbedder()
-    store = LanceStore(settings.index_dir / "lance", embedder.dim)
-    run_index([archive], settings, embedder, store)
+    run_index([archive], settings, embedder, LanceStore(settings.index_dir / "lance", embedder.dim))
     manifest = Manifest(settings.index_dir / "manifest.sqlite", readonly=True)
     try:
-        shas = {rec.rel: rec.sha256 for rec in manifest.contents("indexed")}
+        return {rec.rel: rec.sha256 for rec in manifest.contents("indexed")}
     finally:
         manifest.close()
-    return settings, shas
 
 
 def open_archive(settings: Settings) -> Archive:
@@ -308,11 +311,4 @@ def build_render_archive(base: Path) -> tuple[Settings, dict[str, str]]:
     renders = settings.index_dir / "renders"
     write_render_for(archive / RENDER_CHANGED_REL, renders, "changed", "", TANK_FRESH, TANK_STATUS)
     write_render_for(archive / RENDER_STALE_REL, renders, "stale", "import error: oldlib", LOADS_FRESH, LOADS_STATUS)
-    embedder = HashEmbedder()
-    run_index([archive], settings, embedder, LanceStore(settings.index_dir / "lance", embedder.dim))
-    manifest = Manifest(settings.index_dir / "manifest.sqlite", readonly=True)
-    try:
-        shas = {rec.rel: rec.sha256 for rec in manifest.contents("indexed")}
-    finally:
-        manifest.close()
-    return settings, shas
+    return settings, index_archive(archive, settings)

@@ -29,7 +29,7 @@ import numpy as np
 
 from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
 from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, clean_text, pg_fault, redact, store_migrations
-from nbrecall.index.store import ChunkRow, SearchFilters
+from nbrecall.index.store import CHUNK_COLUMNS, ChunkRow, SearchFilters
 
 K1, B = 1.2, 0.75  # BM25 parameters (LanceDB's and Lucene's defaults)
 POSTINGS_BUDGET = 10_000  # matching rows the keyword query may read before it drops its most common lexemes
@@ -38,26 +38,7 @@ EF_SEARCH = 400  # recall@50 vs exact on the eval corpus: 100 → 0.87-0.91 (som
 EXACT_BELOW = 50_000  # chunks; below, vector search is an exact scan (as LanceStore's flat search below 50k)
 STATS_REFRESH_SHARE = 0.02  # refresh document frequencies once this share of the rows changed
 
-COLUMNS = [
-    "chunk_id",
-    "nb_sha",
-    "notebook",
-    "root",
-    "kind",
-    "cells",
-    "cell_ids",
-    "anchor",
-    "anchor_id",
-    "heading",
-    "text",
-    "year",
-    "project",
-    "author",
-    "tags",
-    "deprecated",
-    "stale",
-    "health",
-]
+COLUMNS = CHUNK_COLUMNS  # the columns a search returns, as LanceStore's
 _INSERT = (
     f"INSERT INTO chunks ({', '.join(COLUMNS)}, vector) VALUES ({', '.join(['%s'] * (len(COLUMNS) + 1))}) "
     f"ON CONFLICT (chunk_id) DO UPDATE SET {', '.join(f'{c} = EXCLUDED.{c}' for c in [*COLUMNS[1:], 'vector'])}"

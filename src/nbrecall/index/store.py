@@ -13,7 +13,7 @@ import logging
 import math
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -47,6 +47,10 @@ class ChunkRow:
     stale: bool = False
     health: float = 1.0
     vector: np.ndarray | None = None
+
+
+# What a search returns of a chunk: every stored field but its vector (in `ChunkRow` order; both stores select these).
+CHUNK_COLUMNS = [f.name for f in fields(ChunkRow) if f.name != "vector"]
 
 
 def parse_year_range(year: str | None) -> tuple[int | None, int | None]:
@@ -238,10 +242,15 @@ class LanceStore:
         self._fts_ready = self._has_fts()
 
     def _has_fts(self) -> bool:
+        return self._fts_index() is not None
+
+    def _fts_index(self) -> str | None:
+        """The name of the keyword index on `text`, None without one."""
         try:
-            return any("text" in (idx.columns or []) for idx in self.table.list_indices())
+            return next((idx.name for idx in self.table.list_indices() if "text" in (idx.columns or [])
+                         and idx.index_type == "FTS"), None)
         except Exception:
-            return False
+            return None
 
     def _to_arrow(self, rows: list[ChunkRow]) -> pa.Table:
         columns: dict[str, list[Any]] = {f.name: [] for f in self.schema}
@@ -450,26 +459,6 @@ class LanceStore:
             counts[sha] = counts.get(sha, 0) + 1
         return counts
 
-    _COLUMNS = [
-        "chunk_id",
-        "nb_sha",
-        "notebook",
-        "root",
-        "kind",
-        "cells",
-        "cell_ids",
-        "anchor",
-        "anchor_id",
-        "heading",
-        "text",
-        "year",
-        "project",
-        "author",
-        "tags",
-        "deprecated",
-        "stale",
-        "health",
-    ]
 
     def keyword(self, text: str, k: int, filters: SearchFilters) -> list[dict[str, Any]]:
         if not self._fts_ready:
@@ -498,7 +487,7 @@ class LanceStore:
         return sorted(indexed + scanned, key=lambda row: -row["_score"])[:k]
 
     def _fts(self, text: str, k: int, filters: SearchFilters, indexed_only: bool) -> list[dict[str, Any]]:
-        query = self.table.search(text, query_type="fts").select([*self._COLUMNS, "_score"]).limit(k)
+        query = self.table.search(text, query_type="fts").select([*CHUNK_COLUMNS, "_score"]).limit(k)
         if indexed_only:
             query = query.fast_search()
         where = filters.where()
@@ -508,8 +497,10 @@ class LanceStore:
 
     def _unindexed_text_rows(self) -> int:
         """Rows the keyword index does not cover yet (index metadata: no scan)."""
+        name = self._fts_index()
+        if name is None:
+            return 0
         try:
-            name = next(idx.name for idx in self.table.list_indices() if idx.index_type == "FTS")
             stats = self.table.index_stats(name)
         except Exception:
             return 0
@@ -530,7 +521,7 @@ class LanceStore:
             q = (
                 self.table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
                 .distance_type("cosine")
-                .select([*self._COLUMNS, "_distance"])
+                .select([*CHUNK_COLUMNS, "_distance"])
                 .limit(limit)
             )
             if exact:
