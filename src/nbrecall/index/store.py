@@ -13,6 +13,7 @@ import logging
 import math
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
@@ -217,6 +218,8 @@ class LanceStore:
         self.dim = dim
         self.ann = ann or AnnSettings()
         self._probes = (0.0, 20)  # (refresh after, partitions to probe): see `probes()`
+        self._coverage: tuple[int | None, int] = (None, 0)  # (table version, rows the keyword index lacks)
+        self._lists: ThreadPoolExecutor | None = None  # runs the vector list beside the keyword list
         self.schema = chunk_schema(dim)
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -496,15 +499,26 @@ class LanceStore:
         return query.to_list()
 
     def _unindexed_text_rows(self) -> int:
-        """Rows the keyword index does not cover yet (index metadata: no scan)."""
-        name = self._fts_index()
-        if name is None:
-            return 0
+        """Rows the keyword index does not cover yet (index metadata: no scan), looked up once per table version:
+        a search asks on every query, and the two metadata calls cost more than the version check (~2.3 vs ~1 ms
+        at 1M rows)."""
         try:
-            stats = self.table.index_stats(name)
+            version = self.table.version
         except Exception:
-            return 0
-        return int(stats.num_unindexed_rows or 0) if stats is not None else 0
+            version = None
+        if version is not None and self._coverage[0] == version:
+            return self._coverage[1]
+        name = self._fts_index()
+        unindexed = 0
+        if name is not None:
+            try:
+                stats = self.table.index_stats(name)
+                unindexed = int(stats.num_unindexed_rows or 0) if stats is not None else 0
+            except Exception:
+                unindexed = 0
+        if version is not None:
+            self._coverage = (version, unindexed)
+        return unindexed
 
     def vector(
         self, vector: np.ndarray, k: int, filters: SearchFilters, exact: bool = False
@@ -554,10 +568,20 @@ class LanceStore:
         filters: SearchFilters,
         fusion: FusionSettings | None = None,
     ) -> list[StoreHit]:
-        """Hybrid: the keyword and vector lists (each `k` long) fused; either list alone works."""
+        """Hybrid: the keyword and vector lists (each `k` long) fused; either list alone works.
+
+        The two lists are queried at once (the vector list in a second thread): each waits on LanceDB's own
+        threads without holding the GIL, so a search costs about the slower of the two instead of their sum."""
         try:
-            keyword = self.keyword(text, k, filters)
-            dense = self.vector(vector, k, filters) if vector is not None else []
+            pending = None
+            if vector is not None:
+                if self._lists is None:
+                    self._lists = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbrecall-vector")
+                pending = self._lists.submit(self.vector, vector, k, filters)
+            try:
+                keyword = self.keyword(text, k, filters)
+            finally:
+                dense = pending.result() if pending is not None else []
         except Exception as exc:  # a damaged data file: say which one and how to rebuild
             fault = storage_fault(exc, self.path.parent, "searching")
             if fault is None:
