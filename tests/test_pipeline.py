@@ -425,3 +425,73 @@ def test_keyword_ranking_holds_while_rows_wait_for_the_keyword_index(tmp_path: P
     found = store.keyword("Hull 3 resistance", 10, SearchFilters())
     assert found[0]["chunk_id"] == "h03", [(r["chunk_id"], r["_score"]) for r in found]
     assert "n999" in {r["chunk_id"] for r in found}  # the new rows are found too
+
+
+class SlowRefreshStore(LanceStore):
+    """A LanceStore whose refreshes after the first take a while and record what the run appended meanwhile."""
+
+    def __init__(self, *args, fail: bool = False, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.refreshes = 0
+        self.appended_during_refresh = 0
+        self.refreshing = False
+        self.fail = fail
+
+    def append_notebooks(self, rows):  # type: ignore[no-untyped-def]
+        if self.refreshing:
+            self.appended_during_refresh += len(rows)
+        super().append_notebooks(rows)
+
+    def finish_run(self) -> None:
+        self.refreshes += 1
+        if self.refreshes > 1:
+            self.refreshing = True
+            try:
+                time.sleep(0.5)
+                if self.fail and self.refreshes == 2:
+                    raise OSError(28, "No space left on device")
+            finally:
+                self.refreshing = False
+        super().finish_run()
+
+
+def _many_notebooks(root: Path, count: int) -> None:
+    for i in range(count):
+        write_nb(
+            root / f"projects/2019/19-{i:03d}/study.ipynb",
+            [v4.new_markdown_cell(f"# Study {i}\nHull variant {i} resistance."), code(f"r = {i}.5\nr", 1)],
+        )
+
+
+def test_the_keyword_index_is_refreshed_beside_the_batches_of_a_new_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh during a run of new notebooks does not stop the writes; at the end every row is indexed."""
+    import nbrecall.ingest.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "KEYWORD_REFRESH_ROWS", 4)
+    _many_notebooks(tmp_path / "share", 60)
+    settings = Settings(index_dir=tmp_path / "idx")
+    embedder = HashEmbedder()
+    store = SlowRefreshStore(tmp_path / "idx" / "lance", embedder.dim)
+    report = run_index([tmp_path / "share"], settings, embedder, store, batch_notebooks=2)
+    assert report.notebooks_indexed == 60
+    assert store.refreshes >= 3  # the first batch, at least one in the background, the end of the run
+    assert store.appended_during_refresh > 0  # batches went on being written while a refresh ran
+    assert store._unindexed_text_rows() == 0
+    found = retrieve("Hull variant 59", store, Manifest(settings.index_dir / "manifest.sqlite"),
+                     None, settings.retrieve)
+    assert found.notebooks[0].notebook == "projects/2019/19-059/study.ipynb"
+
+
+def test_a_background_refresh_that_fails_fails_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbrecall.ingest.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "KEYWORD_REFRESH_ROWS", 4)
+    _many_notebooks(tmp_path / "share", 30)
+    settings = Settings(index_dir=tmp_path / "idx")
+    embedder = HashEmbedder()
+    store = SlowRefreshStore(tmp_path / "idx" / "lance", embedder.dim, fail=True)
+    with pytest.raises(Exception, match="no space left on the device"):
+        run_index([tmp_path / "share"], settings, embedder, store, batch_notebooks=2)
+    assert store.refreshes >= 2

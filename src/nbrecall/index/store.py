@@ -209,6 +209,7 @@ class LanceStore:
     """The embedded default store: one LanceDB table `chunks` in `<index>/lance`."""
 
     TABLE = "chunks"
+    concurrent_refresh = True  # finish_run may run beside appends (LanceDB commits them side by side)
 
     def __init__(self, path: Path, dim: int, ann: AnnSettings | None = None, cache_mb: int = 768) -> None:
         """`cache_mb` bounds LanceDB's index and metadata caches (3:1): with its defaults (gigabytes) a long index

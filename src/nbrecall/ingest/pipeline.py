@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, nullcontext
@@ -321,25 +322,39 @@ def _run(
     # a geometric schedule, whose refreshes together cost about twice the last one.
     indexed_rows = 0 if not known else None
     written_at_refresh = report.chunks_written
-    # One lazy map over every notebook (the executor keeps ~2 × workers in flight): workers go on parsing the next
-    # notebooks while this process writes a batch, instead of waiting for each batch's slowest notebook.
+    # While only new notebooks are appended (no deletes to conflict with its compaction), a refresh runs beside
+    # the batches: the workers would otherwise wait for it (171 s of a 41k run's 1,059 s).
+    appending = getattr(store, "concurrent_refresh", False) and not any(r.sha256 in known for r in items)
+    background = _BackgroundRefresh(store) if appending else None
+    # One lazy map over every notebook (the executor keeps a few per worker in flight): workers go on parsing the
+    # next notebooks while this process writes a batch, instead of waiting for each batch's slowest notebook.
     outcomes = _build(items, settings, embedder, executor or InlineExecutor())
-    for start in range(0, len(items), batch_notebooks):
-        batch = items[start : start + batch_notebooks]
-        files = [f for r in batch for f in paths_of.get(r.sha256, [])]
-        built = list(itertools.islice(outcomes, len(batch)))
-        _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built)
-        lacking = report.chunks_written - written_at_refresh
-        if indexed_rows is None:
-            indexed_rows = max(store.count() - lacking, 0)
-        if (start == 0 and not known) or lacking >= max(KEYWORD_REFRESH_ROWS, indexed_rows):
-            begun = time.perf_counter()
-            store.finish_run()
-            report.add_time("keyword index", time.perf_counter() - begun)
-            indexed_rows += lacking
-            written_at_refresh = report.chunks_written
-        if progress:
-            progress("indexing", min(start + batch_notebooks, len(items)), len(items))
+    try:
+        for start in range(0, len(items), batch_notebooks):
+            batch = items[start : start + batch_notebooks]
+            files = [f for r in batch for f in paths_of.get(r.sha256, [])]
+            built = list(itertools.islice(outcomes, len(batch)))
+            _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built)
+            lacking = report.chunks_written - written_at_refresh
+            if indexed_rows is None:
+                indexed_rows = max(store.count() - lacking, 0)
+            if (start == 0 and not known) or lacking >= max(KEYWORD_REFRESH_ROWS, indexed_rows):
+                if background is not None and start > 0:
+                    # False: the last one is still running; the rows it lacks wait for the next.
+                    refreshing = background.start(report)
+                else:
+                    begun = time.perf_counter()
+                    store.finish_run()
+                    report.add_time("keyword index", time.perf_counter() - begun)
+                    refreshing = True
+                if refreshing:
+                    indexed_rows += lacking
+                    written_at_refresh = report.chunks_written
+            if progress:
+                progress("indexing", min(start + batch_notebooks, len(items)), len(items))
+    finally:
+        if background is not None:
+            background.wait()
     # Files: new state of the rest (copies of known contents, touched, unreadable, deleted); then drop contents
     # no file refers to.
     unreadable_files, unreadable_contents = _unreadable_records(found.unreadable, known, report)
@@ -365,6 +380,44 @@ def _run(
 
 
 KEYWORD_REFRESH_ROWS = 50_000  # during a long run, fold new rows into the keyword index from this many on
+
+
+class _BackgroundRefresh:
+    """`store.finish_run()` in a second thread while the run goes on appending (stores that declare
+    `concurrent_refresh`: LanceDB commits an index update or a compaction beside appends). One at a time; an
+    error (disk full, ...) is raised from `wait()`, which the run calls before it ends."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self, report: IndexReport) -> bool:
+        """Start a refresh unless one is running (False: the caller tries again later)."""
+        if self._thread is not None and self._thread.is_alive():
+            return False
+        self.wait()
+
+        def refresh() -> None:
+            begun = time.perf_counter()
+            try:
+                self.store.finish_run()
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
+                self._error = exc
+            finally:
+                report.add_time("keyword index", time.perf_counter() - begun)
+
+        self._thread = threading.Thread(target=refresh, name="nbrecall-keyword-refresh", daemon=True)
+        self._thread.start()
+        return True
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
 
 def unreadable_sha(root: str, rel: str, reason: str) -> str:
