@@ -133,3 +133,21 @@ def test_empty_notebook_gives_no_chunks() -> None:
     assert chunks == []
     raw = json.loads(nbformat.writes(v4.new_notebook()))
     assert raw["cells"] == []
+
+
+def test_keyword_text_of_every_chunk_names_the_notebook_title_and_the_data_it_reads() -> None:
+    # The data file is named in cell 2 and drawn in cell 4, under another heading: a question about "the drawing
+    # of the Rotterdam basins" must find cell 4 by its keyword text. Vectors keep the cell's own text.
+    _nb_, chunks = _chunks(
+        [
+            v4.new_markdown_cell("# Harbour network"),
+            code('import pathlib\nshape = pathlib.Path("inputs") / "Rotterdam-Basins" / "basins.shp"', 1),
+            v4.new_markdown_cell("## Draw"),
+            v4.new_markdown_cell("Two panels."),
+            code("nx.draw(G, ax=axes[0])\nnx.draw(G, pos=xy, ax=axes[1])", 2),
+        ]
+    )
+    drawing = next(c for c in chunks if 4 in c.cells)
+    assert "Rotterdam" in drawing.text and "nx.draw" in drawing.text
+    assert all("Harbour network · inputs Rotterdam Basins basins shp" in c.text.split("\n\n")[0] for c in chunks)
+    assert all("Rotterdam" not in c.embed_text for c in chunks if 1 not in c.cells)
