@@ -235,6 +235,8 @@ def test_indexing_through_a_process_pool_gives_the_local_result(tmp_path: Path) 
     local = index_with(root, tmp_path / "inline", HashEmbedder(), None)
     with ProcessExecutor(2) as pool:
         pooled = index_with(root, tmp_path / "pool", HashEmbedder(), pool)
+        assert pool._pool is None  # released before the final keyword-index update: idle workers hold no memory
+        assert list(pool.map(square, range(3))) == [0, 1, 4]  # and started again on demand
     assert snapshot(tmp_path / "pool") == snapshot(tmp_path / "inline")
     assert pooled.notebooks_indexed == local.notebooks_indexed == 8
     assert [q[0] for q in pooled.quarantined] == ["scratch/broken.ipynb"]

@@ -51,6 +51,10 @@ class Executor(Protocol):
         """`fn(item)` for each item, in input order, with bounded work in flight."""
         ...
 
+    def release(self) -> None:
+        """Free what idle workers hold on this machine (the pool's processes); a later `map` starts them again."""
+        ...
+
     def close(self) -> None: ...
 
     def __enter__(self) -> Executor: ...
@@ -60,6 +64,9 @@ class Executor(Protocol):
 
 class _Closing:
     """Context-manager plumbing shared by the executors."""
+
+    def release(self) -> None:
+        """Nothing held between maps (in process; a Ray cluster's workers are the cluster's)."""
 
     def close(self) -> None:  # pragma: no cover - overridden
         pass
@@ -244,6 +251,11 @@ class ProcessExecutor(_Closing):
                         slot.future = None
                     slot.suspect = True
             self._rebuild()
+
+    def release(self) -> None:
+        """Stop the pool's processes (each holds its tokenizer, ~200 MB): the indexer calls this before the
+        final keyword-index update, its largest allocation, so the two peaks do not add up."""
+        self.close()
 
     def close(self) -> None:
         if self._pool is not None:

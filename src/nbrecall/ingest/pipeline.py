@@ -355,6 +355,8 @@ def _run(
     finally:
         if background is not None:
             background.wait()
+    if executor is not None:
+        executor.release()  # idle workers' memory is not held through the final keyword-index update
     # Files: new state of the rest (copies of known contents, touched, unreadable, deleted); then drop contents
     # no file refers to.
     unreadable_files, unreadable_contents = _unreadable_records(found.unreadable, known, report)
