@@ -4,7 +4,7 @@ LanceDB and Arrow allocate from many threads, and glibc gives each contending th
 8 per core), which keeps memory freed by one thread from serving another and from going back to the system. On
 an index run over 41,000 notebooks (2.5M chunks) the keyword index update in `optimize()` peaked at 1,777 MiB
 and left 1,612 MiB resident; with two arenas it peaked at 1,192 MiB, and a `malloc_trim` afterwards brought the
-process back to ~400 MiB, at the same speed (bench/README.md, "Peak RSS").
+process back to ~400 MiB, at the same speed (bench/README.md, "41,000 notebooks again").
 """
 
 from __future__ import annotations
