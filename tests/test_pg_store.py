@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 from conftest import HashEmbedder, code, result, write_nb
 from nbrecall.backends import index_exists, open_manifest, open_store
 from nbrecall.config import Settings, load_settings
-from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, redact
+from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, redact, store_migrations
 from nbrecall.index.pg_store import PgStore, filter_sql, tsquery_literal
-from nbrecall.index.store import ChunkRow, SearchFilters
+from nbrecall.index.store import ChunkRow, LanceStore, SearchFilters
 from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Manifest, PendingVector
 from nbrecall.ingest.pg_manifest import PgManifest
 from nbrecall.ingest.pipeline import run_index
@@ -52,10 +52,10 @@ def store(pg_url: str, pg_schema: str) -> PgStore:
 def test_schema_is_created_once_versioned_and_checks_the_dimension(pg_url: str, pg_schema: str) -> None:
     first = PgStore.connect(pg_url, DIM, pg_schema)
     again = PgStore.connect(pg_url, DIM, pg_schema)  # idempotent
-    assert again.db.version("store") == (1, DIM)
+    assert again.db.version("store") == (2, DIM)
     assert first.db.execute("SHOW hnsw.iterative_scan").fetchone()[0] == "relaxed_order"
     moved = PgStore.connect(pg_url, 16, pg_schema)  # empty: the column follows the model
-    assert moved.db.version("store") == (1, 16)
+    assert moved.db.version("store") == (2, 16)
     moved.replace_notebooks([], [chunk("c1", "s1", "text", np.ones(16, dtype=np.float32))])
     with pytest.raises(StoreUnavailable, match="holds 16-dimensional vectors but the embedding model gives 8"):
         PgStore.connect(pg_url, DIM, pg_schema)
@@ -95,6 +95,131 @@ def test_keyword_side_is_bm25_with_or_semantics_and_idf(store: PgStore) -> None:
     assert store.keyword("add node", 5, SearchFilters())[0]["chunk_id"] == "code"
     assert store.keyword("the of", 5, SearchFilters()) == []  # only stop words
     assert store.keyword("  ", 5, SearchFilters()) == []
+
+
+# Texts where PostgreSQL's `english` configuration and LanceDB's tokenizer part ways: stop words that stem to
+# something else ("why" → whi, "does" → doe, "only" → onli) and words that stem to a stop word ("others" → other,
+# "owned" → own), NLTK's pieces of contractions ("y", "ll", "won"), letter-digit words (stemmed by LanceDB),
+# accents and superscripts (folded), tokens of 40+ characters (dropped), a table with more than 255 of one number
+# (a tsvector's limit), and a query that repeats a word (LanceDB counts it twice).
+PARITY_TEXTS = [
+    "y'all won't believe it: you'll see the male height table " + "5 " * 300 + "7 " * 40,
+    "why does the random male beat a random female in height",
+    "the others owned only a very small share of any ship before the war",
+    "Why was it only the height? does the male always win",
+    "a random walk of the female population, height in cm",
+    "height height height of every male and female, random sample of others",
+    "h5py files with log₂ scale and x² terms in the café of Kármán",
+    "random " + "a" * 45 + " male " + "b" * 39,
+    "read_csv(path) loads the ships; df.groupby('owner').size() counts them before plotting",
+    "compute how often a random male is taller than a random female: np.mean(males > females)",
+    "The plot shows the distribution of heights for males and females in the sample",
+]
+PARITY_QUERIES = [
+    "where do we compute how often a random male beats a random female in height?",
+    "why does it only work before the others owned it",
+    "h5py log2 x2 cafe karman",
+    "random " + "a" * 45,
+    "read csv groupby size",
+    "heights of males and females",
+    "height height male",
+    "won y ll table of 5 and 7",
+]
+
+
+def test_keyword_scores_are_those_of_lancedb(store: PgStore, tmp_path: Path) -> None:
+    """Both stores tokenize, weight and score alike: the same chunks in the same order with the same BM25."""
+    rows = [chunk(f"c{i:02d}", f"n{i}", text, unit(1, i)) for i, text in enumerate(PARITY_TEXTS)]
+    lance = LanceStore(tmp_path / "lance", DIM)
+    for target in (lance, store):
+        target.replace_notebooks([], rows)
+        target.finish_run()
+    for query in PARITY_QUERIES:  # (LanceDB orders equal scores arbitrarily; PostgreSQL by chunk id)
+        want = {r["chunk_id"]: r["_score"] for r in lance.keyword(query, 10, SearchFilters())}
+        got = store.keyword(query, 10, SearchFilters())
+        assert {r["chunk_id"]: r["_score"] for r in got} == pytest.approx(want, rel=1e-5), query
+        assert [r["_score"] for r in got] == sorted((r["_score"] for r in got), reverse=True)
+    assert store.db.execute("SELECT chunk_tsv(%s)::text", (PARITY_TEXTS[6],)).fetchone()[0] == (
+        "'cafe':11 'file':2 'h5pi':1 'karman':13 'log2':4 'scale':5 'term':8 'x2':7")
+    # 300 × "5" do not fit a tsvector (255 positions at most): counted apart, the length and frequency are exact
+    assert store.db.execute("SELECT ntok, max_tf, tf_extra FROM chunks WHERE chunk_id = 'c00'").fetchone() == (
+        345, 300, {"5": 300})
+
+
+def test_keyword_finds_a_chunk_whose_estimate_is_low(store: PgStore) -> None:
+    """A long chunk that says the word 200 times: its estimate (term frequency 1) ranks last of 301, its exact
+    BM25 first; the bound from `max_tf` brings it to exact scoring."""
+    rows = [chunk(f"s{i:03d}", f"s{i}", f"churn filler{i} other{i} more{i}") for i in range(300)]
+    rows.append(chunk("long", "l", "churn " * 200 + " ".join(f"pad{i}" for i in range(20))))
+    store.replace_notebooks([], rows)
+    store.finish_run()
+    hits = store.keyword("churn", 10, SearchFilters())
+    assert hits[0]["chunk_id"] == "long" and len(hits) == 10
+
+
+def test_a_store_of_the_former_tokenizer_is_migrated(pg_url: str, pg_schema: str) -> None:
+    """Version 1 stores (PostgreSQL's `english` configuration) are tokenized again, with their statistics; the HNSW
+    index goes (every row gets a new version) and is built again by the next `finish_run`."""
+    with closing(PgDatabase(pg_url, pg_schema)) as db:
+        db.ensure_vector_extension()
+        db.migrate("store", store_migrations(DIM)[:1], DIM)
+        db.execute("INSERT INTO chunks (chunk_id, nb_sha, text, vector) VALUES ('a-1', 'a', 'why does it fail', %s)",
+                   (unit(1),))
+        db.execute("INSERT INTO text_stats (id, n_docs, avg_len) VALUES (1, 1, 1)")
+        db.execute("INSERT INTO term_stats VALUES ('fail', 1)")
+        db.execute("CREATE INDEX chunks_vector ON chunks USING hnsw (vector vector_cosine_ops)")
+        assert db.execute("SELECT tsv::text, ntok FROM chunks").fetchone() == ("'fail':4", 1)
+    store = PgStore.connect(pg_url, DIM, pg_schema)
+    assert store.db.version("store") == (2, DIM)
+    assert store.db.execute("SELECT tsv::text, ntok FROM chunks").fetchone() == ("'doe':2 'fail':4 'whi':1", 3)
+    assert dict(store.db.execute("SELECT lexeme, ndoc FROM term_stats").fetchall()) == {"whi": 1, "doe": 1, "fail": 1}
+    assert store.db.execute("SELECT n_docs, avg_len FROM text_stats").fetchone() == (1, 3.0)
+    assert not store.vector_index()
+    assert store.keyword("why", 5, SearchFilters())[0]["chunk_id"] == "a-1"
+    store.close()
+
+
+def test_rows_go_in_with_one_copy(store: PgStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch is one COPY, not a statement per row; every column survives the binary format."""
+    import psycopg
+
+    calls: list[str] = []
+    copy, executemany = psycopg.Cursor.copy, psycopg.Cursor.executemany
+    monkeypatch.setattr(psycopg.Cursor, "copy",
+                        lambda self, *a, **k: calls.append("copy") or copy(self, *a, **k))
+    monkeypatch.setattr(psycopg.Cursor, "executemany",
+                        lambda self, *a, **k: calls.append("executemany") or executemany(self, *a, **k))
+    rows = [chunk(f"b-{i:04d}", f"b{i // 10}", f"text {i}", unit(1, i) if i % 3 else None) for i in range(2000)]
+    rows.append(ChunkRow(chunk_id="odd", nb_sha="o", notebook="o\x00.ipynb", root="/r", kind="table", cells=[],
+                         cell_ids=[], anchor=-1, anchor_id="", heading="", text="all columns", year=None,
+                         project="p", author="A", tags=["t1", "t 2"], deprecated=True, stale=True, health=0.25,
+                         vector=np.full(DIM, np.nan, dtype=np.float32)))
+    rows.append(chunk("b-0000", "b0", "given twice: the last one wins"))
+    store.replace_notebooks([], rows)
+    assert calls == ["copy"]
+    assert store.count() == 2001
+    got = store.db.execute(
+        "SELECT notebook, kind, cells, cell_ids, anchor, year, project, author, tags, deprecated, stale, health, "
+        "vector IS NULL, ntok FROM chunks WHERE chunk_id = 'odd'").fetchone()
+    assert got == ("o.ipynb", "table", [], [], -1, None, "p", "A", ["t1", "t 2"], True, True, 0.25, True, 1)
+    assert store.db.execute("SELECT text FROM chunks WHERE chunk_id = 'b-0000'").fetchone()[0].startswith("given")
+    assert store.db.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0] == 1333
+    store.replace_notebooks([], [chunk("b-0001", "moved", "a chunk id moves to the notebook that writes it last")])
+    shas = store.notebook_shas()  # a chunk id held by another notebook moves to the one that writes it last
+    assert shas["moved"] == 1 and shas["b0"] == 9 and store.count() == 2001
+
+
+def test_hnsw_build_memory_follows_the_size_of_the_graph(store: PgStore) -> None:
+    """maintenance_work_mem holds the whole graph (else pgvector builds on disk, many times slower), capped."""
+    big = PgStore.__new__(PgStore)
+    big.dim, big.build_memory_mb = 384, 8192
+    assert big.build_memory(10_000) == 512
+    assert 2_800 < big.build_memory(1_000_000) < 3_200
+    big.build_memory_mb = 2048
+    assert big.build_memory(1_000_000) == 2048
+    store.replace_notebooks([], [chunk(f"v-{i}", f"v{i}", "x", unit(1, i % 7, i % 3)) for i in range(100)])
+    store.build_workers = 0
+    assert store.ensure_vector_index(force=True) == "built" and store.vector_index()
 
 
 def test_tsquery_literal_quotes_every_lexeme() -> None:

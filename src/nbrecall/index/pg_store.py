@@ -6,13 +6,18 @@ there an HNSW index (cosine, built by `finish_run` once the store is that large)
 materialised CTE that restores strict distance order, and `ef_search` 400: on the eval corpus 100 lost whole
 neighbourhoods of near-duplicate chunks (recall@50 0.87-0.91, some queries 0), 400 gives 0.98-0.99.
 
-Keyword side: BM25 computed in SQL over PostgreSQL full text (GIN index; tokenized like LanceDB's index), so the
-fused scores mean what LanceDB's BM25 scores mean. `ts_rank`/`ts_rank_cd` have no inverse document frequency: a
-long question would be ranked by its most common words. The query is an OR of its lexemes (an AND of a long
-question finds nothing); candidates come from its rarest lexemes up to a postings budget (a query full of common
-words must not read half the table; 10,000 keeps the eval metrics, 5,000 lost nb@1 0.917 → 0.900) and are scored
-with every lexeme. Document frequencies are refreshed by `finish_run` (`ts_stat`), as LanceDB brings its keyword
-index up to date there.
+Keyword side: BM25 computed in SQL over PostgreSQL full text (GIN index; tokenized exactly like LanceDB's index,
+see `pg_db.store_migrations`), so the fused scores mean what LanceDB's BM25 scores mean. `ts_rank`/`ts_rank_cd`
+have no inverse document frequency: a long question would be ranked by its most common words. The query is an OR
+of its lexemes (an AND of a long question finds nothing), each weighted by how often the query says it, as
+LanceDB scores every query token ("a random male beats a random female" counts `random` twice); candidates come
+from its rarest lexemes up to a postings budget (a query full of common words must not read half the table;
+10,000 keeps the eval metrics, 5,000 lost nb@1 0.917 → 0.900) and are scored with every lexeme; among them the
+top k is exact (see `keyword`), as LanceDB's WAND top k is. Document frequencies are refreshed by `finish_run`
+(`ts_stat`), as LanceDB brings its keyword index up to date there.
+
+Writes go in with COPY (binary), not row inserts: a notebook's old chunks are deleted first anyway, so there is
+nothing to upsert, and COPY skips the per-row statement round trip and the text form of each vector.
 
 Each batch's chunks are replaced in one transaction; inside `PgManifest.transaction()` (same database object)
 the chunk write and the manifest write of a batch commit together.
@@ -20,6 +25,7 @@ the chunk write and the manifest write of a batch commit together.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from contextlib import closing
@@ -31,6 +37,8 @@ from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
 from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, clean_text, pg_fault, redact, store_migrations
 from nbrecall.index.store import CHUNK_COLUMNS, ChunkRow, SearchFilters
 
+log = logging.getLogger("nbrecall.index")
+
 K1, B = 1.2, 0.75  # BM25 parameters (LanceDB's and Lucene's defaults)
 POSTINGS_BUDGET = 10_000  # matching rows the keyword query may read before it drops its most common lexemes
 RESCORE, RESCORE_CAP = 200, 2000  # chunks scored exactly from their tsvector (at least 4 k; ties at the cut, capped)
@@ -38,11 +46,17 @@ EF_SEARCH = 400  # recall@50 vs exact on the eval corpus: 100 → 0.87-0.91 (som
 EXACT_BELOW = 50_000  # chunks; below, vector search is an exact scan (as LanceStore's flat search below 50k)
 STATS_REFRESH_SHARE = 0.02  # refresh document frequencies once this share of the rows changed
 
+HNSW_M, HNSW_EF_CONSTRUCTION = 16, 64
+BUILD_MEMORY_MB = 4096  # at most this much maintenance_work_mem for the HNSW build (see `ensure_vector_index`)
+
 COLUMNS = CHUNK_COLUMNS  # the columns a search returns, as LanceStore's
-_INSERT = (
-    f"INSERT INTO chunks ({', '.join(COLUMNS)}, vector) VALUES ({', '.join(['%s'] * (len(COLUMNS) + 1))}) "
-    f"ON CONFLICT (chunk_id) DO UPDATE SET {', '.join(f'{c} = EXCLUDED.{c}' for c in [*COLUMNS[1:], 'vector'])}"
-)
+# PostgreSQL type of each column, for binary COPY (a column added to ChunkRow without a type fails here, at import)
+_PG_TYPES = {"chunk_id": "text", "nb_sha": "text", "notebook": "text", "root": "text", "kind": "text",
+             "cells": "int4[]", "cell_ids": "text[]", "anchor": "int4", "anchor_id": "text", "heading": "text",
+             "text": "text", "year": "int4", "project": "text", "author": "text", "tags": "text[]",
+             "deprecated": "bool", "stale": "bool", "health": "float4"}
+_COPY_TYPES = [_PG_TYPES[c] for c in COLUMNS] + ["vector"]
+_COPY = f"COPY chunks ({', '.join(COLUMNS)}, vector) FROM STDIN (FORMAT BINARY)"
 
 
 def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
@@ -92,6 +106,8 @@ class PgStore:
         self.exact_below = EXACT_BELOW
         self._stats: tuple[float, int, float, bool] | None = None  # (read at, n_docs, avg_len, HNSW usable)
         self._ef_applied = 100  # what the session has (PgDatabase sets 100 on connect)
+        self.build_memory_mb = BUILD_MEMORY_MB  # cap of maintenance_work_mem for the HNSW build
+        self.build_workers: int | None = None  # max_parallel_maintenance_workers for it (None: the server's)
         db.ensure_vector_extension()
         db.migrate("store", store_migrations(dim), dim)
         self._check_dim()
@@ -160,14 +176,20 @@ class PgStore:
         shas = sorted({*remove, *(r.nb_sha for r in rows)})
         if not shas:
             return
-        ordered = sorted(rows, key=lambda r: r.chunk_id)  # one lock order for concurrent writers
+        latest = {r.chunk_id: r for r in rows}  # a chunk id given twice: the last one wins, as an upsert would
+        ids = sorted(latest)
         with self.db.transaction() as conn:
             self.db.lock_contents(conn, shas)
-            deleted = conn.execute("DELETE FROM chunks WHERE nb_sha = ANY(%s)", (shas,)).rowcount
-            if ordered:
-                with conn.cursor() as cur:
-                    cur.executemany(_INSERT, [self._params(r) for r in ordered])
-        self._changed += len(rows) + max(deleted, 0)
+            # The ids too: a chunk id held by a notebook outside `shas` moves to its new notebook, as it did when
+            # rows were upserted; after this nothing can conflict, so the rows go in with COPY.
+            deleted = conn.execute("DELETE FROM chunks WHERE nb_sha = ANY(%s) OR chunk_id = ANY(%s)",
+                                   (shas, ids)).rowcount
+            if ids:
+                with conn.cursor() as cur, cur.copy(_COPY) as copy:
+                    copy.set_types(_COPY_TYPES)
+                    for cid in ids:
+                        copy.write_row(self._params(latest[cid]))
+        self._changed += len(ids) + max(deleted, 0)
 
     def append_notebooks(self, rows: list[ChunkRow]) -> None:
         """Add the chunks of notebooks new to the store. Another indexer may have stored the same notebook
@@ -283,9 +305,18 @@ class PgStore:
                 return "busy"
             try:
                 builder.execute("DROP INDEX CONCURRENTLY IF EXISTS chunks_vector")  # an invalid, interrupted build
-                builder.execute("SET maintenance_work_mem = '512MB'")
-                builder.execute("CREATE INDEX CONCURRENTLY chunks_vector ON chunks USING hnsw "
-                                "(vector vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+                rows, have_mb = builder.execute(
+                    "SELECT reltuples, (SELECT setting::bigint / 1024 FROM pg_settings "
+                    "WHERE name = 'maintenance_work_mem') FROM pg_class WHERE oid = 'chunks'::regclass").fetchone()
+                memory = max(self.build_memory(max(n_docs, int(rows or 0))), int(have_mb or 0))  # never lower it
+                builder.execute("SELECT set_config('maintenance_work_mem', %s, false)", (f"{memory}MB",))
+                if self.build_workers is not None:
+                    builder.execute("SELECT set_config('max_parallel_maintenance_workers', %s, false)",
+                                    (str(int(self.build_workers)),))
+                # pgvector says when the graph outgrew maintenance_work_mem (the build then slows down many-fold)
+                builder.conn.add_notice_handler(lambda diag: log.warning("HNSW build: %s", diag.message_primary))
+                builder.execute("CREATE INDEX CONCURRENTLY chunks_vector ON chunks USING hnsw (vector "
+                                f"vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})")
             except psycopg.errors.DuplicateTable:
                 return "kept"
             finally:
@@ -293,36 +324,51 @@ class PgStore:
         self._stats = None
         return "built"
 
+    def build_memory(self, rows: int) -> int:
+        """maintenance_work_mem (MB) for an HNSW build over `rows` vectors: the whole graph (vector, neighbour lists
+        of 2·m entries on layer 0, element header; ×1.25), at least 512, at most `build_memory_mb` (a server set to
+        more keeps its own: the build never lowers it). pgvector holds the graph in memory while it fits and then
+        goes on inserting on disk, many times slower: measured 2.25 KB per row at 384 dimensions (the estimate
+        says 3.1), so the former fixed 512 MB held ~240k rows."""
+        per_row = 4 * self.dim + 8 + 2 * HNSW_M * 24 + 160
+        return int(min(max(512, rows * per_row * 1.25 / 2**20), max(64, self.build_memory_mb)))
+
     def _query_terms(self, text: str) -> tuple[list[str], list[float], list[str]]:
-        """The query's lexemes with their BM25 idf, and the subset that selects candidates (rarest first)."""
+        """The query's lexemes with their BM25 weight (idf × how often the query has the lexeme, as LanceDB sums
+        over query tokens), and the subset that selects candidates (rarest first)."""
         rows = self.db.execute(
-            "SELECT l.lexeme, coalesce(s.ndoc, 0) "
-            "FROM unnest(tsvector_to_array(chunk_tsv(%s))) AS l(lexeme) "
-            "LEFT JOIN term_stats s ON s.lexeme = l.lexeme",
+            "SELECT l.lexeme, coalesce(array_length(l.positions, 1), 1), coalesce(s.ndoc, 0) "
+            "FROM unnest(chunk_tsv(%s)) AS l LEFT JOIN term_stats s ON s.lexeme = l.lexeme",
             (clean_text(text),),
         ).fetchall()
         if not rows:
             return [], [], []
         n_docs, _ = self._text_stats()
-        by_df = sorted(((int(df), lex) for lex, df in rows), key=lambda item: (item[0], item[1]))
-        lexemes = [lex for _, lex in by_df]
-        idfs = [math.log(1.0 + (max(n_docs - df, 0) + 0.5) / (df + 0.5)) for df, _ in by_df]
+        by_df = sorted(((int(df), lex, int(qtf)) for lex, qtf, df in rows), key=lambda item: (item[0], item[1]))
+        lexemes = [lex for _, lex, _ in by_df]
+        weights = [qtf * math.log(1.0 + (max(n_docs - df, 0) + 0.5) / (df + 0.5)) for df, _, qtf in by_df]
         select: list[str] = []
         postings = 0
-        for df, lex in by_df:
+        for df, lex, _ in by_df:
             if select and postings + df > POSTINGS_BUDGET:
                 break
             select.append(lex)
             postings += df
-        return lexemes, idfs, select
+        return lexemes, weights, select
 
     def keyword(self, text: str, k: int, filters: SearchFilters) -> list[dict[str, Any]]:
-        """BM25 over the full-text index: row dicts with `_score`, best first.
+        """BM25 over the full-text index: row dicts with `_score`, best first; the same top `k` as an exact BM25
+        over every chunk that has one of the selecting lexemes (see `_query_terms`), unless more than
+        `RESCORE_CAP` chunks outside the best estimates reach the bound (then the highest bounds are scored).
 
-        Two stages, because reading a chunk's tsvector (out of line, next to an inline vector) costs more than
-        the rest of the query: (1) from the GIN index, every chunk matching a selecting lexeme gets its BM25 score
-        with each term frequency taken as 1, from the length column alone; (2) the best `RESCORE` of them (ties
-        at the cut included, at most `RESCORE_CAP`) are scored exactly from their tsvectors.
+        In stages, because reading a chunk's tsvector (out of line, next to an inline vector) costs more than the
+        rest of the query: (1) from the GIN index, every chunk matching a selecting lexeme gets an estimate (each
+        term frequency taken as 1, from the length column alone) and a bound (each at most the chunk's `max_tf`,
+        every unselected lexeme present); (2) the best `RESCORE` estimates (ties at the cut included, at most
+        `RESCORE_CAP`) are scored exactly from their tsvectors (and `tf_extra`, the frequencies a tsvector cannot
+        hold); (3) so is every other chunk whose bound reaches the k-th exact score (at most `RESCORE_CAP`): a
+        chunk that says "churn" 16 times in a long table had an estimate outside the best 200 and an exact score
+        in the top 10 (LanceDB's WAND found it).
         """
         from psycopg.rows import dict_row
 
@@ -340,37 +386,50 @@ class PgStore:
         """The statement `keyword` runs and its parameters (None: nothing to look for); for EXPLAIN."""
         if not text.strip():
             return None
-        lexemes, idfs, select = self._query_terms(text)
+        lexemes, weights, select = self._query_terms(text)
         if not select:
             return None
         where, params = filter_sql(filters)
-        idf_of = dict(zip(lexemes, idfs, strict=True))
-        params.update(lex=lexemes, idf=idfs, k=int(k), n=max(RESCORE, 4 * int(k)), cap=RESCORE_CAP,
-                      avgdl=self._text_stats()[1])
+        weight_of = dict(zip(lexemes, weights, strict=True))
+        params.update(lex=lexemes, weight=weights, k=int(k), n=max(RESCORE, 4 * int(k)), cap=RESCORE_CAP,
+                      avgdl=self._text_stats()[1], rest=sum(w for lex, w in weight_of.items() if lex not in select))
         # One branch per selecting lexeme, its tsquery a parameter: the planner sees each value and its frequency
         # (a lateral join over an array of tsqueries got a generic estimate and scanned the table instead).
         branches = []
         for i, lex in enumerate(select):
-            params[f"q{i}"], params[f"w{i}"] = tsquery_literal([lex]), idf_of[lex]
-            branches.append(f"SELECT ctid AS tid, chunk_id, ntok, %(w{i})s::float8 AS idf FROM chunks "
+            params[f"q{i}"], params[f"w{i}"] = tsquery_literal([lex]), weight_of[lex]
+            branches.append(f"SELECT ctid AS tid, chunk_id, ntok, max_tf, %(w{i})s::float8 AS weight FROM chunks "
                             f"WHERE tsv @@ %(q{i})s::tsquery AND {where}")
         norm = f"{K1} * ({1 - B} + {B} * c.ntok / %(avgdl)s)"
+        exact = f"""(
+            SELECT coalesce(sum(t.weight * d.tf * {K1 + 1} / (d.tf + {norm})), 0)
+            FROM (SELECT lexeme, coalesce((c.tf_extra ->> lexeme)::float8, array_length(positions, 1), 1) AS tf
+                  FROM unnest(ts_filter(setweight(c.tsv, 'A', %(lex)s::text[]), '{{a}}'))) AS d
+            JOIN unnest(%(lex)s::text[], %(weight)s::float8[]) AS t(lexeme, weight) ON t.lexeme = d.lexeme
+        )"""
         sql = f"""
             WITH hit AS MATERIALIZED (
-                SELECT c.tid, min(c.chunk_id) AS chunk_id, sum(c.idf * {K1 + 1} / (1 + {norm})) AS s
+                SELECT c.tid, min(c.chunk_id) AS chunk_id, sum(c.weight * {K1 + 1} / (1 + {norm})) AS s,
+                       (sum(c.weight) + %(rest)s) * {K1 + 1} * greatest(max(c.max_tf), 1)
+                           / (greatest(max(c.max_tf), 1) + max({norm})) AS bound
                 FROM ({" UNION ALL ".join(branches)}) AS c
                 GROUP BY c.tid
-            ), cand AS (
+            ), first AS MATERIALIZED (
                 SELECT tid FROM (SELECT tid, chunk_id, rank() OVER (ORDER BY s DESC) AS r FROM hit) AS ranked
                 WHERE r <= %(n)s ORDER BY r, chunk_id LIMIT %(cap)s
+            ), first_scored AS MATERIALIZED (
+                SELECT c.chunk_id, {exact} AS score FROM first JOIN chunks c ON c.ctid = first.tid
+            ), bar AS (
+                SELECT score FROM first_scored ORDER BY score DESC OFFSET %(k)s - 1 LIMIT 1
+            ), second AS (
+                SELECT h.tid FROM hit h
+                WHERE h.bound >= (SELECT score FROM bar) AND NOT EXISTS (SELECT 1 FROM first f WHERE f.tid = h.tid)
+                ORDER BY h.bound DESC LIMIT %(cap)s
             ), scored AS (
-                SELECT c.chunk_id, (
-                    SELECT coalesce(sum(t.idf * d.tf * {K1 + 1} / (d.tf + {norm})), 0)
-                    FROM (SELECT lexeme, coalesce(array_length(positions, 1), 1)::float8 AS tf
-                          FROM unnest(ts_filter(setweight(c.tsv, 'A', %(lex)s::text[]), '{{a}}'))) AS d
-                    JOIN unnest(%(lex)s::text[], %(idf)s::float8[]) AS t(lexeme, idf) ON t.lexeme = d.lexeme
-                ) AS score
-                FROM cand JOIN chunks c ON c.ctid = cand.tid ORDER BY score DESC, c.chunk_id LIMIT %(k)s
+                SELECT chunk_id, score FROM first_scored
+                UNION ALL
+                SELECT c.chunk_id, {exact} FROM second JOIN chunks c ON c.ctid = second.tid
+                ORDER BY score DESC, chunk_id LIMIT %(k)s
             )
             SELECT {', '.join('c.' + c for c in COLUMNS)}, scored.score AS _score
             FROM scored JOIN chunks c USING (chunk_id) ORDER BY scored.score DESC, c.chunk_id
