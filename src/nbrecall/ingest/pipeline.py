@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -391,12 +391,12 @@ class _BackgroundRefresh:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbrecall-keyword-refresh")
+        self._running: Future[None] | None = None
 
     def start(self, report: IndexReport) -> bool:
         """Start a refresh unless one is running (False: the caller tries again later)."""
-        if self._thread is not None and self._thread.is_alive():
+        if self._running is not None and not self._running.done():
             return False
         self.wait()
 
@@ -404,22 +404,16 @@ class _BackgroundRefresh:
             begun = time.perf_counter()
             try:
                 self.store.finish_run()
-            except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
-                self._error = exc
             finally:
                 report.add_time("keyword index", time.perf_counter() - begun)
 
-        self._thread = threading.Thread(target=refresh, name="nbrecall-keyword-refresh", daemon=True)
-        self._thread.start()
+        self._running = self._pool.submit(refresh)
         return True
 
     def wait(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
+        running, self._running = self._running, None
+        if running is not None:
+            running.result()  # re-raises the refresh's error here, in the run's thread
 
 
 def unreadable_sha(root: str, rel: str, reason: str) -> str:
