@@ -140,3 +140,22 @@ def test_max_rows_and_empty_frame() -> None:
 ])
 def test_garbage_gives_none_and_never_raises(html: object) -> None:
     assert html_table_to_summary(html) is None  # type: ignore[arg-type]
+
+
+def test_spans_hidden_cells_and_hostile_spans() -> None:
+    # a rowspan that runs past the last row adds the rows it covers; a colspan repeats its text
+    spans = ("<table><thead><tr><th>k</th><th colspan='2'>pair</th></tr></thead><tbody>"
+             "<tr><th rowspan='3'>r</th><td>1</td><td>2</td></tr><tr><td>3</td><td>4</td></tr></tbody></table>")
+    s = html_table_to_summary(spans)
+    assert s is not None and s.columns == ["pair", "pair"] and s.rows_shown == 3
+    assert s.markdown.splitlines()[-1] == "| r |  |  |"  # the row the rowspan carries past the end
+    # hidden cells (a Styler's `display:none`) and <style> inside a cell are not part of what was displayed
+    hidden = ("<table><tr><th>a</th><th style='display: none'>secret</th><th>b</th></tr>"
+              "<tr><td>1<span style='display:none'>99</span></td><td style='display:none'>x</td><td>2"
+              "<style>td {color: red}</style></td></tr></table>")
+    s = html_table_to_summary(hidden)
+    assert s is not None and s.columns == ["a", "b"] and "| 1 | 2 |" in s.markdown
+    # a hostile colspan is capped as browsers cap it (1000), a malformed one counts 1
+    hostile = "<table><tr><th colspan='999999999'>x</th><th colspan='two'>y</th></tr><tr><td>1</td></tr></table>"
+    s = html_table_to_summary(hostile)
+    assert s is not None and s.n_cols == 1001
