@@ -11,7 +11,7 @@ import ast
 import hashlib
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from nbrecall.notebook.analysis import Analysis, mask_magics
@@ -92,14 +92,15 @@ def chunk_notebook(
     `rendered` is `render_cells(nb, limits)` when the caller already has it (the indexer stores it per cell too:
     rendering outputs is a quarter of the indexing time, so it is done once)."""
     if rendered is None:
-        rendered = render_cells(nb, limits or OutputLimits())
+        rendered = render_cells(nb, limits or OutputLimits(), analysis.trees)
     header = nb.path
-    groups = _group_cells(nb, count_tokens, budget)
+    counted = _count_cells(nb, count_tokens)
+    groups = _group_cells(nb, counted, budget)
     chunks: list[Chunk] = []
     for group in groups:
-        chunks.extend(_group_chunks(header, group, rendered, analysis, count_tokens, budget))
-    chunks.extend(_typed_chunks(nb, header, groups, rendered))
-    context = notebook_context(nb).line
+        chunks.extend(_group_chunks(header, group, rendered, analysis, counted, count_tokens, budget))
+    chunks.extend(_typed_chunks(nb, header, groups, rendered, counted))
+    context = notebook_context(nb, analysis.trees).line
     if context:  # keyword text only, in the header (snippets skip it); vectors keep the cell's own meaning
         for chunk in chunks:
             head, sep, body = chunk.text.partition("\n\n")
@@ -109,13 +110,19 @@ def chunk_notebook(
     return chunks
 
 
-def render_cells(nb: Notebook, limits: OutputLimits) -> dict[int, list[RenderedOutput]]:
-    """Every code cell's outputs by the output rules; a figure's caption may come from the markdown just above."""
+def render_cells(
+    nb: Notebook, limits: OutputLimits, trees: Mapping[str, ast.Module] | None = None
+) -> dict[int, list[RenderedOutput]]:
+    """Every code cell's outputs by the output rules; a figure's caption may come from the markdown just above.
+    `trees` are the cells' syntax trees by source when the caller has them (`Analysis.trees`)."""
+    trees = trees or {}
     rendered: dict[int, list[RenderedOutput]] = {}
     markdown_above: str | None = None
     for cell in nb.cells:
         if cell.is_code:
-            rendered[cell.index] = render_outputs(cell, markdown_above=markdown_above, limits=limits)
+            rendered[cell.index] = render_outputs(
+                cell, markdown_above=markdown_above, limits=limits, tree=trees.get(cell.source)
+            )
         if cell.is_markdown and cell.source.strip():
             markdown_above = cell.source
         elif cell.is_code and cell.source.strip():
@@ -123,23 +130,51 @@ def render_cells(nb: Notebook, limits: OutputLimits) -> dict[int, list[RenderedO
     return rendered
 
 
-def _cell_cost_text(cell: Cell) -> str:
-    return cell.source if cell.is_code else _clean_markdown(cell)
+@dataclass
+class _Counted:
+    """Each cell's text as chunks show it (markdown without its images, else the source) and its word pieces,
+    whole and per line; made once per notebook by `_count_cells`."""
+
+    text: dict[int, str]
+    tokens: dict[int, int]
+    lines: dict[int, list[int]]
 
 
-def _group_cells(nb: Notebook, count_tokens: TokenCounter, budget: int) -> list[_Group]:
+def _count_cells(nb: Notebook, count_tokens: TokenCounter) -> _Counted:
+    """Clean every cell once and count its lines' word pieces in one tokenizer call.
+
+    A cell over the window budget is cut at line boundaries, which needs every line's cost; counting the lines
+    once and adding them up replaces counting the whole cell and then its lines again (the tokenizer was a third
+    of a worker's time). The sum is exact for the bundled WordPiece tokenizer, whose pre-tokenizer splits at
+    whitespace: a text costs its special tokens (the cost of an empty text) plus its lines' other pieces."""
+    texts = {cell.index: _clean_markdown(cell) if cell.is_markdown else cell.source for cell in nb.cells}
+    lines = {index: text.splitlines() for index, text in texts.items()}
+    counted = count_tokens([" ", *(line or " " for text_lines in lines.values() for line in text_lines)])
+    specials = counted[0]
+    result = _Counted(texts, {}, {})
+    at = 1
+    for index, text_lines in lines.items():
+        costs = counted[at : at + len(text_lines)]
+        at += len(text_lines)
+        result.lines[index] = costs
+        result.tokens[index] = specials + sum(cost - specials for cost in costs)
+    return result
+
+
+def _group_cells(nb: Notebook, counted: _Counted, budget: int) -> list[_Group]:
     """Walk cells in order; start a group at a heading or when the budget would be passed.
 
     When the budget forces a cut, markdown at the end of the full group moves to the next group so that
     the code it explains stays with it.
     """
-    costs = count_tokens([_cell_cost_text(c) or " " for c in nb.cells]) if nb.cells else []
+    costs = counted.tokens
     stack: list[tuple[int, str]] = []
     groups: list[_Group] = []
     current = _Group("")
-    for cell, cost in zip(nb.cells, costs, strict=True):
+    for cell in nb.cells:
         if not cell.source.strip() and not cell.outputs:
             continue
+        cost = costs[cell.index]
         current.costs[cell.index] = cost
         heading = heading_of(cell)
         if heading is not None:
@@ -172,10 +207,11 @@ def _group_chunks(
     group: _Group,
     rendered: dict[int, list[RenderedOutput]],
     analysis: Analysis,
+    counted: _Counted,
     count_tokens: TokenCounter,
     budget: int,
 ) -> list[Chunk]:
-    prose = "\n\n".join(_clean_markdown(c) for c in group.cells if c.is_markdown and c.source.strip())
+    prose = "\n\n".join(counted.text[c.index] for c in group.cells if c.is_markdown and c.source.strip())
     raw = "\n\n".join(c.source.strip("\n") for c in group.cells if c.cell_type == "raw" and c.source.strip())
     code_cells = [c for c in group.cells if c.is_code and c.source.strip()]
     defines: dict[str, None] = {}  # ordered set: a 100k-line cell defines 100k names
@@ -202,11 +238,14 @@ def _group_chunks(
     for cell in group.cells:
         if not cell.source.strip():
             continue
-        cell_text = _clean_markdown(cell) if cell.is_markdown else cell.source
+        cell_text = counted.text[cell.index]
         cell_outputs = _output_text(rendered.get(cell.index, [])) if cell.is_code else ""
         room = max(budget - head_cost, 32)
         known = group.costs.get(cell.index)
-        windows = [cell_text] if known is not None and known <= room else split_lines(cell_text, count_tokens, room)
+        if known is not None and known <= room:
+            windows = [cell_text]
+        else:
+            windows = split_lines(cell_text, count_tokens, room, counted.lines[cell.index])
         for n, window in enumerate(windows):
             extra = f"\n\n{cell_outputs}" if cell_outputs and n == len(windows) - 1 else ""
             piece = f"{head}\n\n{window}{extra}"
@@ -232,12 +271,17 @@ def _group_chunks(
     return chunks
 
 
-def split_lines(text: str, count_tokens: TokenCounter, budget: int) -> list[str]:
-    """Split on line boundaries into pieces of at most `budget` tokens (a single longer line is cut by chars)."""
+def split_lines(
+    text: str, count_tokens: TokenCounter, budget: int, costs: list[int] | None = None
+) -> list[str]:
+    """Split on line boundaries into pieces of at most `budget` tokens (a single longer line is cut by chars).
+
+    `costs` are the lines' word pieces when the caller has counted them already (`_count_lines`)."""
     lines = text.splitlines()
     if not lines:
         return [text]
-    costs = count_tokens([line or " " for line in lines])
+    if costs is None or len(costs) != len(lines):
+        costs = count_tokens([line or " " for line in lines])
     pieces: list[str] = []
     current: list[str] = []
     used = 0
@@ -271,14 +315,14 @@ def _comment_text(source: str, limit: int = 200) -> str:
 
 
 def _typed_chunks(
-    nb: Notebook, header: str, groups: list[_Group], rendered: dict[int, list[RenderedOutput]]
+    nb: Notebook, header: str, groups: list[_Group], rendered: dict[int, list[RenderedOutput]], counted: _Counted
 ) -> list[Chunk]:
     heading_by_cell = {c.index: g.heading for g in groups for c in g.cells}
     prose_by_cell: dict[int, str] = {}
     last_prose = ""
     for cell in nb.cells:
         if cell.is_markdown and cell.source.strip():
-            last_prose = _clean_markdown(cell)
+            last_prose = counted.text[cell.index]
         prose_by_cell[cell.index] = last_prose
     chunks: list[Chunk] = []
     for cell in nb.cells:
@@ -389,12 +433,14 @@ def _looks_like_path(value: str, joined: bool) -> bool:
     return joined and sum(ch.isalpha() for ch in value) >= 3
 
 
-def path_literals(source: str) -> list[str]:
-    """String literals in one code cell that name files or folders the code works with (not ones it writes)."""
+def path_literals(source: str, tree: ast.Module | None = None) -> list[str]:
+    """String literals in one code cell that name files or folders the code works with (not ones it writes);
+    `tree` is the cell's syntax tree when the caller has it."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(mask_magics(source))
+        if tree is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(mask_magics(source))
         written: set[int] = set()
         joined: set[int] = set()
         for node in ast.walk(tree):
@@ -420,8 +466,10 @@ def path_literals(source: str) -> list[str]:
         return []
 
 
-def notebook_context(nb: Notebook) -> NotebookContext:
-    """Title (the first level-1 heading, else the first heading), words of the data paths, compound class names."""
+def notebook_context(nb: Notebook, trees: Mapping[str, ast.Module] | None = None) -> NotebookContext:
+    """Title (the first level-1 heading, else the first heading), words of the data paths, compound class names.
+    `trees` are the cells' syntax trees by source when the caller has them (`Analysis.trees`)."""
+    trees = trees or {}
     context = NotebookContext()
     first_heading = ""
     data: dict[str, None] = {}  # ordered sets
@@ -436,7 +484,7 @@ def notebook_context(nb: Notebook) -> NotebookContext:
             continue
         classes.update(dict.fromkeys(c for c in _CLASS.findall(cell.source) if _COMPOUND.search(c.strip("_"))))
         if len(data) < _CONTEXT_MAX_DATA_WORDS and _PATHISH.search(cell.source):
-            for literal in path_literals(cell.source):
+            for literal in path_literals(cell.source, trees.get(cell.source)):
                 for word in _PATH_WORD.findall(literal):
                     if len(word) >= 2 and word.lower() not in _PATH_NOISE:
                         data.setdefault(word, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PureWindowsPath
 
@@ -85,17 +86,22 @@ def file_owner(path: Path) -> str:
         return ""
 
 
-def find_inputs(nb: Notebook, base: Path | None) -> list[InputFile]:
-    """String literals passed to reading functions; resolved against the notebook's folder when possible."""
+def find_inputs(
+    nb: Notebook, base: Path | None, trees: Mapping[str, ast.Module] | None = None
+) -> list[InputFile]:
+    """String literals passed to reading functions; resolved against the notebook's folder when possible.
+    `trees` are the cells' syntax trees by source when the caller has them (`Analysis.trees`)."""
     found: list[InputFile] = []
     seen: set[str] = set()
     for cell in nb.code_cells:
         if not _READER_CALL.search(cell.source):
             continue
-        try:
-            tree = ast.parse(mask_magics(cell.source))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
+        tree = (trees or {}).get(cell.source)
+        if tree is None:
+            try:
+                tree = ast.parse(mask_magics(cell.source))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not node.args:
                 continue
@@ -193,5 +199,5 @@ def notebook_meta(
     meta.monotonic = order.monotonic
     meta.executed_fraction = order.executed_fraction
     meta.has_errors = order.has_errors
-    meta.inputs = find_inputs(nb, file_path.parent if file_path else None)
+    meta.inputs = find_inputs(nb, file_path.parent if file_path else None, analysis.trees)
     return meta

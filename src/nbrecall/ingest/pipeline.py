@@ -103,7 +103,7 @@ def build_rows(
     started = time.perf_counter()
     meta = notebook_meta(original, rel, analysis, settings.metadata, file_path=path)
     limits = OutputLimits(max_chars=settings.chunk.max_output_chars)
-    rendered = render_cells(nb, limits)
+    rendered = render_cells(nb, limits, analysis.trees)
     chunks = chunk_notebook(
         nb, analysis, count_tokens=embedder.count_tokens, budget=_budget(settings, embedder), rendered=rendered
     )

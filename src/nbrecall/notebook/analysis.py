@@ -65,8 +65,12 @@ class Analysis:
     warnings: list[str]  # dependency warnings, one per (cell, name)
     health: float
     limits: str
+    # The syntax tree of each code cell that parsed, by source: the chunker, the caption finder and the input-file
+    # scan read these instead of parsing every cell again. Only cells up to `_KEEP_TREE_CHARS` are kept.
+    trees: dict[str, ast.Module] = field(default_factory=dict, repr=False, compare=False)
 
 
+_KEEP_TREE_CHARS = 200_000  # a 100k-line cell's tree is hundreds of MB; such a cell is parsed again if needed
 _MAX_LISTED = 10  # cells named in one "never run" sentence
 _MAX_ORDER_WARNINGS = 5
 _MAX_ERROR_WARNINGS = 5
@@ -602,8 +606,9 @@ def _parse(source: str) -> tuple[ast.Module | None, str | None]:
         return None, f"cannot parse: {type(exc).__name__}: {str(exc)[:80]}"
 
 
-def analyse_cell(cell: Cell) -> tuple[CellDeps, list[str]]:
-    """The names one code cell defines, uses and imports, plus the modules it star-imports."""
+def analyse_cell(cell: Cell, trees: dict[str, ast.Module] | None = None) -> tuple[CellDeps, list[str]]:
+    """The names one code cell defines, uses and imports, plus the modules it star-imports; the cell's syntax tree
+    goes into `trees` when given (see `Analysis.trees`)."""
     deps = CellDeps(index=cell.index)
     if not cell.source.strip():
         return deps, []
@@ -611,6 +616,8 @@ def analyse_cell(cell: Cell) -> tuple[CellDeps, list[str]]:
     if tree is None:
         deps.parse_error = error
         return deps, []
+    if trees is not None and len(cell.source) <= _KEEP_TREE_CHARS:
+        trees[cell.source] = tree
     scope = _Scope("module")
     try:
         for stmt in tree.body:
@@ -680,8 +687,9 @@ def analyse(nb: Notebook, *, imports_as_edges: bool = False) -> Analysis:
 def _analyse_python(nb: Notebook, order: ExecutionOrder, health: float, imports_as_edges: bool) -> Analysis:
     cells: dict[int, CellDeps] = {}
     hidden_sources: dict[int, str] = {}  # cell index -> "the star import" / "%run" / "%pylab"
+    trees: dict[str, ast.Module] = {}
     for cell in nb.code_cells:
-        deps, stars = analyse_cell(cell)
+        deps, stars = analyse_cell(cell, trees)
         cells[cell.index] = deps
         if _PYLAB.search(cell.source) and not cell.source.lstrip().startswith("%%"):
             deps.imports = _unique(deps.imports + _PYLAB_NAMES)
@@ -756,4 +764,5 @@ def _analyse_python(nb: Notebook, order: ExecutionOrder, health: float, imports_
         warnings=dep_warnings,
         health=health,
         limits=" ".join(notes),
+        trees=trees,
     )

@@ -340,11 +340,11 @@ def _parse_code(code: str) -> ast.Module | None:
     return None
 
 
-def _code_caption(code: str) -> str | None:
+def _code_caption(code: str, tree: ast.Module | None = None) -> str | None:
     """Titles and axis labels set by the cell's plotting calls, e.g. `Loss per epoch (x: epoch, y: loss)`."""
     if not isinstance(code, str) or not code.strip():
         return None
-    tree = _parse_code(code)
+    tree = tree or _parse_code(code)
     if tree is None:
         return None
     titles: list[tuple[int, int, str]] = []
@@ -441,10 +441,11 @@ def _markdown_caption(markdown: str | None) -> str | None:
     return None
 
 
-def figure_caption(code: str, markdown_above: str | None) -> str | None:
-    """Caption for a cell's figures: titles, axis labels in its code, else the last markdown sentence."""
+def figure_caption(code: str, markdown_above: str | None, tree: ast.Module | None = None) -> str | None:
+    """Caption for a cell's figures: titles, axis labels in its code, else the last markdown sentence. `tree` is
+    the code's syntax tree when the caller has it (`Analysis.trees`)."""
     try:
-        return _code_caption(code) or _markdown_caption(markdown_above)
+        return _code_caption(code, tree) or _markdown_caption(markdown_above)
     except Exception:  # a caption is a nicety; odd input must never stop a conversion
         return None
 
@@ -689,12 +690,14 @@ def _has_image(output: Output) -> bool:
 
 
 def render_outputs(cell: Cell, *, markdown_above: str | None = None,
-                   limits: OutputLimits = OutputLimits()) -> list[RenderedOutput]:  # noqa: B008
-    """Render every output of a cell; the figure caption is computed once, and only if a figure needs it."""
+                   limits: OutputLimits = OutputLimits(),  # noqa: B008
+                   tree: ast.Module | None = None) -> list[RenderedOutput]:
+    """Render every output of a cell; the figure caption is computed once, and only if a figure needs it (from
+    `tree`, the cell's syntax tree, when the caller has it)."""
     outputs = cell.outputs or []
     caption = None
     if any(_has_image(o) for o in outputs):
-        caption = figure_caption(cell.source, markdown_above)
+        caption = figure_caption(cell.source, markdown_above, tree)
     return [render_output(o, caption=caption, limits=limits) for o in outputs]
 
 
