@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import nbformat
 from nbformat import v4
@@ -151,3 +152,21 @@ def test_keyword_text_of_every_chunk_names_the_notebook_title_and_the_data_it_re
     assert "Rotterdam" in drawing.text and "nx.draw" in drawing.text
     assert all("Harbour network · inputs Rotterdam Basins basins shp" in c.text.split("\n\n")[0] for c in chunks)
     assert all("Rotterdam" not in c.embed_text for c in chunks if 1 not in c.cells)
+
+
+def test_line_counts_add_up_to_the_whole_cell_with_the_bundled_tokenizer(model_cache: Path) -> None:
+    """Cells are counted line by line once (`_count_cells`); for the WordPiece tokenizer the sum is exact, and the
+    windows cut from those counts stay within the budget by a real count of each window."""
+    from nbrecall.index.embed import OnnxMiniLM
+    from nbrecall.ingest.chunk import _count_cells
+
+    counter = OnnxMiniLM.bundled(model_cache).count_tokens
+    source = "\n".join(f"tank_{i}_volume = compute_volume(sounding={i}.25, trim=-0.5)  # m³ Über" for i in range(80))
+    cells = [v4.new_markdown_cell("## Tanks\n\nVolumes of the **aft** tanks.\n\n\n"), code(source, 1), code("", 2)]
+    nb = read_notebook_bytes(json.dumps(v4.new_notebook(cells=cells)).encode(), "t.ipynb")
+    counted = _count_cells(nb, counter)
+    for cell in nb.cells:
+        assert counted.tokens[cell.index] == counter([counted.text[cell.index] or " "])[0]
+    chunks = chunk_notebook(nb, analyse(nb), count_tokens=counter, budget=200)
+    windows = [c for c in chunks if c.kind == "code"]
+    assert len(windows) > 3 and all(counter([c.embed_text])[0] <= 200 + 40 for c in windows)
