@@ -53,6 +53,9 @@ class ChunkRow:
 
 # What a search returns of a chunk: every stored field but its vector (in `ChunkRow` order; both stores select these).
 CHUNK_COLUMNS = [f.name for f in fields(ChunkRow) if f.name != "vector"]
+# What a search hit carries: every column but the per-cell ids and the tags, which no reader of a hit uses and
+# which cost the most to fetch (list columns: at 1M rows, tags alone added ~4.6 ms to each 72-row list).
+HIT_COLUMNS = [name for name in CHUNK_COLUMNS if name not in ("cell_ids", "tags")]
 
 
 def parse_year_range(year: str | None) -> tuple[int | None, int | None]:
@@ -495,7 +498,7 @@ class LanceStore:
         return sorted(indexed + scanned, key=lambda row: -row["_score"])[:k]
 
     def _fts(self, text: str, k: int, filters: SearchFilters, indexed_only: bool) -> list[dict[str, Any]]:
-        query = self.table.search(text, query_type="fts").select([*CHUNK_COLUMNS, "_score"]).limit(k)
+        query = self.table.search(text, query_type="fts").select([*HIT_COLUMNS, "_score"]).limit(k)
         if indexed_only:
             query = query.fast_search()
         where = filters.where()
@@ -540,7 +543,7 @@ class LanceStore:
             q = (
                 self.table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
                 .distance_type("cosine")
-                .select([*CHUNK_COLUMNS, "_distance"])
+                .select([*HIT_COLUMNS, "_distance"])
                 .limit(limit)
             )
             if exact:
