@@ -159,3 +159,13 @@ def test_spans_hidden_cells_and_hostile_spans() -> None:
     hostile = "<table><tr><th colspan='999999999'>x</th><th colspan='two'>y</th></tr><tr><td>1</td></tr></table>"
     s = html_table_to_summary(hostile)
     assert s is not None and s.n_cols == 1001
+
+
+def test_spans_cannot_blow_up_the_grid() -> None:
+    # 100 bytes of HTML that spans 1000 columns and 65,534 rows: 65M grid positions before the bound
+    bomb = "<table class='dataframe'><tr><th>a</th></tr><tr><td colspan=1000 rowspan=65534>x</td></tr></table>"
+    s = html_table_to_summary(bomb)
+    assert s is not None and s.truncated and s.n_rows * max(s.n_cols, 1) <= 200_000
+    wide = "<table><tr>" + "<td colspan=1000>x</td>" * 2000 + "</tr><tr><td>1</td></tr></table>"
+    s = html_table_to_summary(wide)
+    assert s is not None and s.truncated and s.n_cols <= 200_000

@@ -40,6 +40,10 @@ _WHITESPACE_RE = re.compile(r"[\r\n]+|\s{2,}")
 _ANY_TEXT_RE = re.compile(r"[^\n]")
 _MAX_COLSPAN = 1000  # the HTML standard's limits
 _MAX_ROWSPAN = 65534
+# Grid positions read at most (a frame of 10,000 rows × 20 columns): spans repeat a cell's text, so a 100-byte cell
+# 1000 wide and 65534 tall made 65M of them (21 s, 1.1 GB); a displayed frame has about a thousand (pandas shows
+# 60 × 20). Past it the grid is cut and the summary says truncated.
+_MAX_GRID_CELLS = 200_000
 _XML_INCOMPATIBLE_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
@@ -218,8 +222,9 @@ def _displayed_text(cell: Any) -> str:
     return _WHITESPACE_RE.sub(" ", cell.text_content().strip())
 
 
-def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]]]:
-    """(header levels per column, body rows) as displayed strings, the spans expanded into a rectangular grid.
+def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]], bool]:
+    """(header levels per column, body rows, cut) as displayed strings, the spans expanded into a rectangular grid;
+    `cut` when the grid reached `_MAX_GRID_CELLS` and the rest was not read.
 
     Rows are read in document order (thead, tbody and tfoot alike, not those of nested tables); a cell with
     `colspan`/`rowspan` repeats its text in every grid position it covers, and rows that a rowspan carries past
@@ -230,12 +235,21 @@ def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]]]:
     n_head = len([tr for tr in _header_rows(table) if not _hidden(tr)])
     grid: list[list[str]] = []
     carried: list[tuple[int, str, int]] = []  # (column, text, rows still to fill) from rowspans above
+    width = 0  # of the widest row: every row is padded to it
+    cut = False
     for tr in rows:
+        most = _MAX_GRID_CELLS // (len(grid) + 1)  # the widest this row may be for the padded grid to fit
+        if width > most:
+            cut = True
+            break
         texts: list[str] = []
         below: list[tuple[int, str, int]] = []
         for cell in tr:
             if not isinstance(cell.tag, str) or cell.tag not in ("td", "th") or _hidden(cell):
                 continue
+            if len(texts) >= most:
+                cut = True
+                break
             while carried and carried[0][0] <= len(texts):
                 column, text, left = carried.pop(0)
                 texts.append(text)
@@ -243,7 +257,7 @@ def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]]]:
                     below.append((column, text, left - 1))
             text = _displayed_text(cell)
             rowspan = _span(cell, "rowspan", _MAX_ROWSPAN)
-            for _ in range(_span(cell, "colspan", _MAX_COLSPAN)):
+            for _ in range(min(_span(cell, "colspan", _MAX_COLSPAN), most - len(texts))):
                 if rowspan > 1:
                     below.append((len(texts), text, rowspan - 1))
                 texts.append(text)
@@ -252,22 +266,28 @@ def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]]]:
             if left > 1:
                 below.append((column, text, left - 1))
         grid.append(texts)
+        width = max(width, len(texts))
         carried = below
-    while carried:
+        if cut:
+            break
+    while carried and not cut:
+        if max(width, len(carried)) > _MAX_GRID_CELLS // (len(grid) + 1):
+            cut = True
+            break
         grid.append([text for _, text, _ in carried])
+        width = max(width, len(carried))
         carried = [(column, text, left - 1) for column, text, left in carried if left > 1]
     if not any(any(row) for row in grid) and not any(
         _ANY_TEXT_RE.search(text) for tr in rows for text in tr.xpath(".//text()")
     ):
-        return [], []  # a table without any text is not a table
-    width = max((len(r) for r in grid), default=0)
+        return [], [], False  # a table without any text is not a table
     grid = [row + [""] * (width - len(row)) for row in grid]
     headers = [[row[j] for row in grid[:n_head]] for j in range(width)]
-    return headers, grid[n_head:]
+    return headers, grid[n_head:], cut
 
 
 def _summarise(table: Any, max_rows: int) -> TableSummary | None:
-    headers, body = _read_grid(table)
+    headers, body, cut = _read_grid(table)
     n_grid = len(headers)
     if n_grid == 0:
         return None
@@ -306,7 +326,7 @@ def _summarise(table: Any, max_rows: int) -> TableSummary | None:
 
     footer = _footer_shape(table)
     n_rows, n_cols = footer if footer else (len(data_rows), len(columns))
-    truncated = bool(ellipsis_cols) or any(ellipsis_rows) or n_rows > len(data_rows)
+    truncated = bool(ellipsis_cols) or any(ellipsis_rows) or n_rows > len(data_rows) or cut
     index_name = " / ".join(n for n in index_names if n) or None
 
     markdown = _markdown(index_names, names[depth:], body[:max_rows], n_grid)
