@@ -354,7 +354,7 @@ def _run(
                 progress("indexing", min(start + batch_notebooks, len(items)), len(items))
     finally:
         if background is not None:
-            background.wait()
+            background.close()
     if executor is not None:
         executor.release()  # idle workers' memory is not held through the final keyword-index update
     # Files: new state of the rest (copies of known contents, touched, unreadable, deleted); then drop contents
@@ -387,7 +387,7 @@ KEYWORD_REFRESH_ROWS = 50_000  # during a long run, fold new rows into the keywo
 class _BackgroundRefresh:
     """`store.finish_run()` in a second thread while the run goes on appending (stores that declare
     `concurrent_refresh`: LanceDB commits an index update or a compaction beside appends). One at a time; an
-    error (disk full, ...) is raised from `wait()`, which the run calls before it ends."""
+    error (disk full, ...) is raised from `wait()`, and from `close()`, which the run calls before it ends."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -414,6 +414,13 @@ class _BackgroundRefresh:
         running, self._running = self._running, None
         if running is not None:
             running.result()  # re-raises the refresh's error here, in the run's thread
+
+    def close(self) -> None:
+        """Wait for the refresh in flight, then end the thread (not left idle until garbage collection)."""
+        try:
+            self.wait()
+        finally:
+            self._pool.shutdown(wait=True)
 
 
 def unreadable_sha(root: str, rel: str, reason: str) -> str:
