@@ -55,7 +55,6 @@ class _Group:
     heading: str
     cells: list[Cell] = field(default_factory=list)
     tokens: int = 0
-    costs: dict[int, int] = field(default_factory=dict)  # tokens of each cell's text, counted once
 
 
 def heading_of(cell: Cell) -> tuple[int, str] | None:
@@ -175,7 +174,6 @@ def _group_cells(nb: Notebook, counted: _Counted, budget: int) -> list[_Group]:
         if not cell.source.strip() and not cell.outputs:
             continue
         cost = costs[cell.index]
-        current.costs[cell.index] = cost
         heading = heading_of(cell)
         if heading is not None:
             level, text = heading
@@ -184,7 +182,7 @@ def _group_cells(nb: Notebook, counted: _Counted, budget: int) -> list[_Group]:
             stack.append((level, text))
             if current.cells:
                 groups.append(current)
-            current = _Group(" › ".join(t for _, t in stack), [cell], cost, {cell.index: cost})
+            current = _Group(" › ".join(t for _, t in stack), [cell], cost)
             continue
         if current.cells and current.tokens + cost > budget:
             carried: list[Cell] = []
@@ -193,8 +191,7 @@ def _group_cells(nb: Notebook, counted: _Counted, budget: int) -> list[_Group]:
             if current.cells:
                 groups.append(current)
             carried_cost = sum(costs[c.index] for c in carried)
-            current = _Group(current.heading, carried, carried_cost, {c.index: costs[c.index] for c in carried})
-            current.costs[cell.index] = cost
+            current = _Group(current.heading, carried, carried_cost)
         current.cells.append(cell)
         current.tokens += cost
     if current.cells:
@@ -241,8 +238,7 @@ def _group_chunks(
         cell_text = counted.text[cell.index]
         cell_outputs = _output_text(rendered.get(cell.index, [])) if cell.is_code else ""
         room = max(budget - head_cost, 32)
-        known = group.costs.get(cell.index)
-        if known is not None and known <= room:
+        if counted.tokens[cell.index] <= room:
             windows = [cell_text]
         else:
             windows = split_lines(cell_text, count_tokens, room, counted.lines[cell.index])
@@ -276,7 +272,7 @@ def split_lines(
 ) -> list[str]:
     """Split on line boundaries into pieces of at most `budget` tokens (a single longer line is cut by chars).
 
-    `costs` are the lines' word pieces when the caller has counted them already (`_count_lines`)."""
+    `costs` are the lines' word pieces when the caller has counted them already (`_count_cells`)."""
     lines = text.splitlines()
     if not lines:
         return [text]
