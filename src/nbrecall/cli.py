@@ -443,6 +443,18 @@ def status(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt
         for item in renders["stale_reasons"][:10]:
             r.add_row(f"  stale: {item['reason']}", f"{item['count']:,}")
         out.print(r)
+    last = manifest.last_run()
+    links = last.get("outside_links") or []
+    if links:
+        total = int(last.get("outside_links_total") or len(links))
+        lt = Table(title=f"{total} notebook(s) read through symbolic links out of the roots (follow_symlinks)")
+        lt.add_column("file")
+        lt.add_column("link target")
+        for rel, target in links:
+            lt.add_row(str(rel), str(target))
+        if total > len(links):
+            lt.add_row(f"… and {total - len(links)} more", "")
+        out.print(lt)
     quarantined = manifest.contents("quarantined")
     if quarantined:
         q = Table(title=f"{len(quarantined)} quarantined file(s): retried when their content changes")

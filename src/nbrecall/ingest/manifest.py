@@ -307,6 +307,16 @@ class Manifest:
                 (time.time(), json.dumps(summary), run_id),
             )
 
+    def last_run(self) -> dict[str, Any]:
+        """The summary of the last run that finished, or {}."""
+        row = self.db.execute(
+            "SELECT summary FROM runs WHERE finished_at IS NOT NULL ORDER BY rowid DESC LIMIT 1"
+        ).fetchone()
+        try:
+            return dict(json.loads(row[0])) if row else {}
+        except (ValueError, TypeError):
+            return {}
+
     def stats(self) -> dict[str, int]:
         row = self.db.execute(
             "SELECT (SELECT COUNT(*) FROM files), (SELECT COUNT(*) FROM contents WHERE status='indexed'),"

@@ -254,6 +254,11 @@ class PgManifest:
         self.db.execute("UPDATE runs SET finished_at = %s, summary = %s WHERE id = %s",
                         (time.time(), Jsonb(summary), run_id))
 
+    def last_run(self) -> dict[str, Any]:
+        """The summary of the last run that finished (any indexer's), or {}."""
+        rows = self._all("SELECT summary FROM runs WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1")
+        return dict(rows[0][0] or {}) if rows else {}
+
     def stats(self) -> dict[str, int]:
         """The counts `nbrecall status` shows, with the keys of `Manifest.stats`."""
         row = self.db.execute(
