@@ -36,7 +36,7 @@ OPERATIONS = [
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict[str, str]]:
     settings, shas = build_archive(tmp_path_factory.mktemp("schema"))
-    return make_app(settings), shas
+    return make_app(settings, allowed_hosts=["127.0.0.1", "testserver"]), shas  # schemathesis sends testserver
 
 
 @pytest.fixture(scope="module")

@@ -542,35 +542,73 @@ def serve(
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
     token: Annotated[
         str | None,
-        typer.Option("--token", envvar="NBRECALL_TOKEN", help="Require this token (Bearer header or cookie)."),
+        typer.Option(
+            "--token",
+            envvar="NBRECALL_TOKEN",
+            help="Require this token (Bearer header or cookie): at least 16 visible ASCII characters.",
+        ),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A Host name clients use to reach the server (repeatable; config: \\[serve] allowed_hosts). "
+            "Loopback names and the --host address are always answered; any other Host header gets a 400.",
+        ),
+    ] = None,
+    ssl_certfile: Annotated[
+        Path | None, typer.Option("--ssl-certfile", help="Serve HTTPS with this certificate (PEM).")
+    ] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option("--ssl-keyfile", help="The certificate's private key.")] = None,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> None:
     """Serve the search page, the notebook viewer and the HTTP API (uvicorn)."""
-    from nbrecall.web.security import bind_refusal
+    from nbrecall.web.security import allowed_hosts, bind_refusal
 
+    token = token or None
     refusal = bind_refusal(host, token)
     if refusal:
-        err.print(f"[red]error:[/red] {refusal}")
+        err.print(f"[red]error:[/red] {_escape_markup(refusal)}", soft_wrap=True)
+        raise typer.Exit(2)
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        err.print("[red]error:[/red] HTTPS needs both --ssl-certfile and --ssl-keyfile")
         raise typer.Exit(2)
     settings = _settings(config, index_dir, store)
+    hosts = allowed_hosts(host, [*settings.serve.allowed_hosts, *(allowed_host or [])])
     from nbrecall.service import IndexMissing
-    from nbrecall.web.app import UVICORN_OPTIONS, create_app
+    from nbrecall.web.app import UVICORN_OPTIONS, create_app, uvicorn_log_config
 
     try:
         with _index_faults(settings, "opening"):
-            web = create_app(settings, token=token)
+            web = create_app(settings, token=token, allowed_hosts=hosts)
     except IndexMissing as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     import uvicorn
 
+    scheme = "https" if ssl_certfile else "http"
     shown = f"[{host}]" if ":" in host else host
-    err.print(f"nbrecall serving {describe(settings)} on http://{shown}:{port}/")
+    err.print(f"nbrecall serving {describe(settings)} on {scheme}://{shown}:{port}/")
+    err.print(f"answering Host names: {', '.join(hosts)}", soft_wrap=True)
     if token:
-        err.print(f"open http://{shown}:{port}/?token=<your token> once to sign in this browser")
-    uvicorn.run(web, host=host, port=port, log_level="info", **UVICORN_OPTIONS)
+        err.print(f"open {scheme}://{shown}:{port}/?token=<your token> once to sign in this browser")
+    web.state.web.heavy.start()  # the render processes, ready before the first viewer page
+    tls: dict[str, str] = {}
+    if ssl_certfile and ssl_keyfile:
+        tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile)}
+    try:
+        uvicorn.run(
+            web, host=host, port=port, log_level="info", log_config=uvicorn_log_config(), **tls, **UVICORN_OPTIONS
+        )
+    finally:
+        web.state.web.close()
+
+
+def _escape_markup(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
 
 
 @app.command()
