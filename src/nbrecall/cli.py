@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -597,10 +597,17 @@ def serve(
     tls: dict[str, str] = {}
     if ssl_certfile and ssl_keyfile:
         tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile)}
+    config = uvicorn.Config(
+        web, host=host, port=port, log_level="info", log_config=uvicorn_log_config(), **tls, **UVICORN_OPTIONS
+    )
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            web.state.web.close()  # renders in flight end now (their requests get the plain page), not in 10 s
+            super().handle_exit(sig, frame)
+
     try:
-        uvicorn.run(
-            web, host=host, port=port, log_level="info", log_config=uvicorn_log_config(), **tls, **UVICORN_OPTIONS
-        )
+        Server(config).run()
     finally:
         web.state.web.close()
 

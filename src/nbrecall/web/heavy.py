@@ -127,6 +127,7 @@ class RenderPool:
         self._inflight: dict[Hashable, Future[Any]] = {}
         self._failures: OrderedDict[Hashable, tuple[float, str]] = OrderedDict()
         self._admitted = 0
+        self._closed = False
         self.stats = {"tasks": 0, "cache_hits": 0, "shared": 0, "timeouts": 0, "memory": 0, "crashes": 0, "busy": 0}
 
     # ------------------------------------------------------------------------------------------------------
@@ -147,6 +148,8 @@ class RenderPool:
             if failed is not None:
                 raise RenderFailed(failed)
         with self._lock:
+            if self._closed:
+                raise RenderBusy("the server is stopping")
             if self._admitted >= self.workers + self.max_waiting:
                 self.stats["busy"] += 1  # under the lock already
                 raise RenderBusy(f"{self._admitted} notebook renders are running or waiting")
@@ -200,8 +203,10 @@ class RenderPool:
                 self._idle.append(worker)
 
     def close(self) -> None:
-        """Stop every process (idle or busy); a later `run` starts new ones."""
+        """Stop every process, idle or busy (the requests they served get RenderFailed); a later `run` is refused
+        with RenderBusy: the server is stopping."""
         with self._lock:
+            self._closed = True
             workers = list(self._all)
             self._all.clear()
             self._idle.clear()
@@ -217,6 +222,8 @@ class RenderPool:
             return [w.process.pid for w in self._all if w.alive]
 
     def _spawn(self) -> _Worker:
+        if self._closed:
+            raise RenderBusy("the server is stopping")
         parent, child = socket.socketpair()
         main = threading.current_thread() is threading.main_thread()
         args = [sys.executable, "-m", "nbrecall.web.worker", str(child.fileno()), str(os.getpid())]

@@ -139,8 +139,8 @@ def viewer(
     result, degraded = None, None
     try:
         result = state.pool.run(key, "page", task, serve.render_timeout)
-    except RenderBusy:
-        degraded = "every render process is busy with other notebooks"
+    except RenderBusy as exc:
+        degraded = f"the render processes are busy ({exc})"
     except RenderFailed as exc:
         degraded = exc.reason
     view = notebook_view(

@@ -518,22 +518,27 @@ def html_nesting_exceeds(html: str, limit: int = MAX_HTML_DEPTH) -> bool:
         return False
     stack: list[str] = []
     open_count: dict[str, int] = {}
-    for closing, name in _TAG.findall(html):
-        name = name.lower()
-        if closing:
-            if open_count.get(name):
-                while stack:
-                    top = stack.pop()
-                    open_count[top] -= 1
-                    if top == name:
-                        break
-            continue
-        if name in _VOID:
-            continue
-        stack.append(name)
-        open_count[name] = open_count.get(name, 0) + 1
-        if len(stack) > limit:
-            return True
+    start = 0
+    while start < len(html):  # a block of tags at a time: fast, and stopped soon after the limit is passed
+        end = html.find("<", start + 65_536)
+        end = len(html) if end < 0 else end
+        for closing, name in _TAG.findall(html, start, end):
+            name = name.lower()
+            if closing:
+                if open_count.get(name):
+                    while stack:
+                        top = stack.pop()
+                        open_count[top] -= 1
+                        if top == name:
+                            break
+                continue
+            if name in _VOID:
+                continue
+            stack.append(name)
+            open_count[name] = open_count.get(name, 0) + 1
+            if len(stack) > limit:
+                return True
+        start = end
     return False
 
 

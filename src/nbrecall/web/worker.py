@@ -326,7 +326,10 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle: it stops us
     with contextlib.suppress(OSError):
         os.nice(5)  # searches in the server come first on a busy machine
-    import nbrecall.web.render  # noqa: F401  (loaded now, not on the first page)
+    from nbrecall.web.render import render_code, render_markdown
+
+    render_code("x = 1\nprint(x)")  # the lexer and the markdown parser built now, not on the first page
+    render_markdown("# x\n\n*y*")
 
     conn = Connection(fd)
     try:
