@@ -33,6 +33,9 @@ DEEP_REL = "hostile/deep.ipynb"
 LONG_REL = "hostile/long.ipynb"
 LONG_CELLS = 450
 NESTED = 300_000
+BIG_REL = "hostile/big_outputs.ipynb"
+BIG_STREAM = "".join(f"line {i:07d}\n" for i in range(250_000))  # 3.25 MB printed
+BIG_HTML = "<p>row</p>" * 260_000  # 2.6 MB of HTML: over the viewer's 2 MB
 
 
 def deep_notebook() -> nbformat.NotebookNode:
@@ -63,12 +66,23 @@ def long_notebook() -> nbformat.NotebookNode:
     return nb
 
 
+def big_notebook() -> nbformat.NotebookNode:
+    nb = v4.new_notebook(cells=[
+        v4.new_code_cell("train()", execution_count=1, outputs=[
+            v4.new_output("stream", name="stdout", text=BIG_STREAM),
+            v4.new_output("display_data", data={"text/html": BIG_HTML, "text/plain": "<table>"}),
+        ]),
+    ])
+    nb.cells[0]["id"] = "big-0"
+    return nb
+
+
 @pytest.fixture(scope="module")
 def hostile_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, dict[str, str]]:
     base = tmp_path_factory.mktemp("hostile")
     archive = base / "archive"
     shutil.copytree(SAMPLES / "archive", archive)
-    for rel, nb in ((DEEP_REL, deep_notebook()), (LONG_REL, long_notebook())):
+    for rel, nb in ((DEEP_REL, deep_notebook()), (LONG_REL, long_notebook()), (BIG_REL, big_notebook())):
         (archive / rel).parent.mkdir(parents=True, exist_ok=True)
         (archive / rel).write_text(nbformat.writes(nb), encoding="utf-8")
     settings = load_settings(SAMPLES / "nbrecall.toml", env={})
@@ -383,6 +397,32 @@ def test_a_notebook_nested_300000_deep_is_shown_degraded_with_a_notice(client: T
     assert "<div><div><div>" not in html
     assert "after the deep ones" in html  # the rest of the notebook is rendered as usual
     assert elapsed < 30, elapsed  # seconds on a cold render process; bench/web_hostile.py measures it
+
+
+def test_long_outputs_are_cut_before_the_reader_with_their_true_sizes(client: TestClient, hostile_index) -> None:  # type: ignore[no-untyped-def]
+    from nbrecall.web.render import SHRUNK, shrink_output
+
+    raw = {"output_type": "stream", "name": "stdout", "text": BIG_STREAM.splitlines(keepends=True)}
+    shrunk, sizes = shrink_output(raw)
+    assert sizes == {"text": len(BIG_STREAM)} and len(shrunk["text"]) == 200_000
+    assert shrunk["text"].startswith("line 0000000\n") and shrunk["text"].endswith("line 0249999\n")
+    small = {"output_type": "stream", "name": "stdout", "text": "ok\n"}
+    assert shrink_output(small) == (small, {})
+    # a page reads only its cells, cut: the reader accepts them, and the outputs carry their true lengths
+    from nbrecall.ingest.manifest import CellRecord
+    from nbrecall.web.worker import _slice_cells
+
+    doc = nbformat.reads(nbformat.writes(big_notebook()), as_version=4)
+    record = CellRecord("x", 0, "big-0", "code", 1, "train()", "")
+    nb = _slice_cells(doc, [record], 1, BIG_REL, shrink=True)
+    assert nb is not None
+    stream_out, html_out = nb.cells[0].outputs
+    assert len(stream_out.text) == 200_000 and stream_out.metadata[SHRUNK] == {"text": len(BIG_STREAM)}
+    assert html_out.data["text/html"] == "" and html_out.metadata[SHRUNK] == {"text/html": len(BIG_HTML)}
+    html = client.get(f"/nb/{hostile_index[1][BIG_REL]}").text
+    assert f"[… {len(BIG_STREAM) - 100_000:,} characters omitted …]" in html  # the true count
+    assert "line 0000000" in html and "line 0249999" in html and "line 0100000" not in html
+    assert "[HTML output of 2.5 MB not shown]" in html
 
 
 def test_a_search_answers_while_every_render_process_is_busy(app, client: TestClient) -> None:  # type: ignore[no-untyped-def]

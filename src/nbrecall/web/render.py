@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 MAX_TEXT_OUTPUT = 100_000  # characters of one stream/text output shown in the viewer (head and tail beyond)
 MAX_HTML_OUTPUT = 2_000_000
 PAGE_BYTES = 8_000_000  # outputs of one viewer page; past it, the page's further outputs are markers
+MAX_IMAGE_CHARS = 8_000_000  # base64 of one image shown inline (6 MB); a larger one is a marker
+SHRUNK = "nbrecall/original-chars"  # output metadata: field → its length before `shrink_output` cut it
 _TOO_DEEP = f"HTML nested deeper than {MAX_HTML_DEPTH} elements, shown as text"
 _WIDGET_MIMES = ("application/vnd.jupyter.widget-view+json", "application/vnd.jupyter.widget-state+json")
 _SCRIPT_MIMES = {
@@ -127,15 +129,57 @@ def render_code(source: str, language: str = "python") -> Markup:
     return Markup(highlight(source or "", lexer, _formatter()))
 
 
-def _bounded(text: str, limit: int = MAX_TEXT_OUTPUT) -> str:
-    if len(text) <= limit:
+def _bounded(text: str, limit: int = MAX_TEXT_OUTPUT, original: int | None = None) -> str:
+    """Head and tail of `text`; `original` is its true length when `shrink_output` already cut it."""
+    size = max(len(text), original or 0)
+    if size <= limit:
         return text
     half = limit // 2
-    return f"{text[:half]}\n[… {len(text) - limit:,} characters omitted …]\n{text[-half:]}"
+    return f"{text[:half]}\n[… {size - limit:,} characters omitted …]\n{text[-half:]}"
 
 
-def _pre(text: str, css: str) -> Markup:
-    return Markup('<pre class="{}">{}</pre>').format(css, _bounded(text))
+def _pre(text: str, css: str, original: int | None = None) -> Markup:
+    return Markup('<pre class="{}">{}</pre>').format(css, _bounded(text, original=original))
+
+
+def shrink_output(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
+    """One output as stored in the notebook's JSON, with every field longer than the viewer shows cut to the
+    head and tail it shows (images and HTML past their limits emptied), and the true lengths of the fields it
+    cut: a page then never carries a 50 MB output through the notebook reader, and with the lengths put in the
+    read output's metadata under `SHRUNK` its markers still give the true sizes. An output with nothing too long
+    comes back as it is, with no lengths."""
+    keep = 2 * MAX_TEXT_OUTPUT
+    sizes: dict[str, int] = {}
+
+    def cut(key: str, value: Any, limit: int, empty: bool) -> Any:
+        if not isinstance(value, str | list):
+            return value
+        length = len(value) if isinstance(value, str) else sum(len(v) for v in value if isinstance(v, str))
+        if length <= limit:
+            return value
+        text = join_text(value)
+        sizes[key] = len(text)
+        return "" if empty else text[: limit // 2] + text[-(limit // 2):]
+
+    text = cut("text", raw.get("text"), keep, False) if raw.get("output_type") == "stream" else None
+    data = raw.get("data")
+    shrunk_data: dict[str, Any] = {}
+    if isinstance(data, dict):
+        for mime, value in data.items():
+            if mime in IMAGE_MIMES:
+                shrunk_data[mime] = cut(mime, value, MAX_IMAGE_CHARS, True)
+            elif mime in ("text/html", "image/svg+xml"):
+                shrunk_data[mime] = cut(mime, value, MAX_HTML_OUTPUT, True)
+            else:
+                shrunk_data[mime] = cut(mime, value, keep, False)
+    if not sizes:
+        return raw, {}
+    out = dict(raw)
+    if "text" in sizes:
+        out["text"] = text
+    if isinstance(data, dict):
+        out["data"] = shrunk_data
+    return out, sizes
 
 
 def _marker(text: str) -> Markup:
@@ -168,10 +212,12 @@ def render_output(output: Output, notes: list[str] | None = None) -> Markup:
 
     An HTML output nested deeper than `MAX_HTML_DEPTH` is shown as escaped text, and `notes` says so."""
     kind = output.output_type
+    shrunk = output.metadata.get(SHRUNK) if isinstance(output.metadata, dict) else None
+    shrunk = shrunk if isinstance(shrunk, dict) else {}
     if kind == "stream":
         text = collapse_carriage_returns(strip_ansi(output.text))
         css = "stream stderr" if output.name == "stderr" else "stream"
-        return _pre(text, css)
+        return _pre(text, css, shrunk.get("text"))
     if kind == "error":
         heading = strip_ansi(f"{output.ename}: {output.evalue}" if output.evalue else output.ename or "Error")
         trace = "\n".join(strip_ansi(t) for t in output.traceback)
@@ -189,8 +235,9 @@ def render_output(output: Output, notes: list[str] | None = None) -> Markup:
     html_value = data.get("text/html")
     if html_value is not None:
         raw = _as_text(html_value)
-        if len(raw) > MAX_HTML_OUTPUT:
-            return _marker(f"[HTML output of {human_size(len(raw))} not shown]")
+        size = shrunk.get("text/html") or len(raw)
+        if size > MAX_HTML_OUTPUT:
+            return _marker(f"[HTML output of {human_size(size)} not shown]")
         if html_nesting_exceeds(raw):
             if notes is not None:
                 notes.append(f"an output with {_TOO_DEEP}")
@@ -201,20 +248,24 @@ def render_output(output: Output, notes: list[str] | None = None) -> Markup:
     alt = _as_text(data.get("text/plain", ""))[:200]
     for mime in ("image/svg+xml", *IMAGE_MIMES):
         if mime in data:
+            if shrunk.get(mime):
+                return _marker(f"[{mime} image of {human_size(shrunk[mime])} not shown]")
             image = _image(mime, data[mime], alt)
             if image is not None:
                 return image
     if "text/markdown" in data:
+        if shrunk.get("text/markdown"):  # cut to head and tail: no longer markdown to render
+            return _pre(_as_text(data["text/markdown"]), "output-text", shrunk["text/markdown"])
         markdown = render_markdown(_as_text(data["text/markdown"]), notes=notes)
         return Markup('<div class="output-markdown">{}</div>').format(markdown)
     for mime in ("text/latex", "application/json"):
         if mime in data:
-            return _pre(_as_text(data[mime]), "output-text")
+            return _pre(_as_text(data[mime]), "output-text", shrunk.get(mime))
     for mime, marker in _SCRIPT_MIMES.items():
         if mime in data:
             return _marker(marker)
     if "text/plain" in data:
-        return _pre(strip_ansi(_as_text(data["text/plain"])), "output-text")
+        return _pre(strip_ansi(_as_text(data["text/plain"])), "output-text", shrunk.get("text/plain"))
     if html_value is not None:
         return _marker("[HTML output removed by the sanitizer]")
     first = next(iter(data))

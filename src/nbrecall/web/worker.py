@@ -31,6 +31,7 @@ from nbrecall.ingest.manifest import CellRecord
 from nbrecall.notebook.files import read_regular
 from nbrecall.notebook.model import Cell, Notebook
 from nbrecall.notebook.read import NotebookUnreadable, join_text, read_notebook_bytes
+from nbrecall.web.render import SHRUNK, shrink_output
 
 IDLE_EXIT = 600.0  # seconds without a task before the worker ends itself (the server starts another on demand)
 CACHE_RAW = 32 * 1024 * 1024  # a notebook up to this size stays loaded between pages
@@ -69,9 +70,16 @@ class _Documents:
         if raw is None:
             return None
         try:
-            doc = json.loads(raw.decode("utf-8").removeprefix("\ufeff"))
+            text = raw.decode("utf-8").removeprefix("\ufeff")
+        except UnicodeDecodeError:
+            return None
+        del raw  # bytes, text and parsed JSON are never all held at once (a 50 MB notebook: +150 MB, not +360)
+        try:
+            doc = json.loads(text)
         except (ValueError, RecursionError):
             return None
+        finally:
+            del text
         if not isinstance(doc, dict):
             return None
         if self.sha == sha:
@@ -94,10 +102,32 @@ class _Documents:
         return nb, raw
 
 
-def _slice_cells(doc: dict[str, Any], records: list[CellRecord], n_cells: int, rel: str) -> Notebook | None:
+def _shrunk_cell(cell: Any) -> tuple[Any, dict[int, dict[str, int]]]:
+    """The cell with its outputs cut for the viewer, and the true field lengths by output (counted as the reader
+    counts outputs: objects only)."""
+    outputs = cell.get("outputs") if isinstance(cell, dict) else None
+    if not isinstance(outputs, list) or not outputs:
+        return cell, {}
+    kept: list[Any] = []
+    sizes: dict[int, dict[str, int]] = {}
+    position = 0
+    for output in outputs:
+        if isinstance(output, dict):
+            output, cut = shrink_output(output)
+            if cut:
+                sizes[position] = cut
+            position += 1
+        kept.append(output)
+    return ({**cell, "outputs": kept} if sizes else cell), sizes
+
+
+def _slice_cells(
+    doc: dict[str, Any], records: list[CellRecord], n_cells: int, rel: str, shrink: bool = False
+) -> Notebook | None:
     """The cells `records` cover, read from the loaded JSON: only those cells go through the reader (its checks
     and repairs), and they take the index and id the index recorded. None when the file does not line up with
-    the index cell for cell (an nbformat 3 file, say): then the whole notebook is read."""
+    the index cell for cell (an nbformat 3 file, say): then the whole notebook is read. `shrink`: outputs cut
+    to what the viewer shows first (`render.shrink_output`)."""
     cells = doc.get("cells")
     if doc.get("nbformat") != 4 or not isinstance(cells, list) or len(cells) != n_cells or not records:
         return None
@@ -105,17 +135,21 @@ def _slice_cells(doc: dict[str, Any], records: list[CellRecord], n_cells: int, r
     if stop - start != len(records):
         return None
     part = {key: value for key, value in doc.items() if key != "cells"}
-    part["cells"] = cells[start:stop]
+    shrunk = [_shrunk_cell(cell) if shrink else (cell, {}) for cell in cells[start:stop]]
+    part["cells"] = [cell for cell, _sizes in shrunk]
     try:
         nb = read_notebook_bytes(json.dumps(part).encode("utf-8"), rel)
     except NotebookUnreadable:
         return None
     if len(nb.cells) != len(records):
         return None
-    for cell, record in zip(nb.cells, records, strict=True):
+    for cell, record, (_raw, sizes) in zip(nb.cells, records, shrunk, strict=True):
         if cell.cell_type != record.cell_type:
             return None
         cell.index, cell.id = record.idx, record.cell_id
+        for position, cut in sizes.items():
+            if position < len(cell.outputs):
+                cell.outputs[position].metadata[SHRUNK] = cut
     return nb
 
 
@@ -127,10 +161,11 @@ def _page_notebook(
     records: list[CellRecord],
     n_cells: int,
     doc: dict[str, Any] | None = None,
+    shrink: bool = False,
 ) -> Notebook | None:
     doc = doc if doc is not None else docs.document(path, sha)
     if doc is not None:
-        sliced = _slice_cells(doc, records, n_cells, rel)
+        sliced = _slice_cells(doc, records, n_cells, rel, shrink)
         if sliced is not None:
             return sliced
     parsed = docs.parsed(path, sha, rel)
@@ -169,7 +204,7 @@ def task_page(
     from nbrecall.ingest.renders import match_cells
     from nbrecall.web.render import page_views
 
-    nb = _page_notebook(docs, path, sha, rel, records, n_cells)
+    nb = _page_notebook(docs, path, sha, rel, records, n_cells, shrink=True)
     render, fresh = _render_pair(renders, sha, rel)
     matched = match_cells(nb, fresh) if nb is not None and fresh is not None else None
     return page_views(
