@@ -410,11 +410,10 @@ def test_long_outputs_are_cut_before_the_reader_with_their_true_sizes(client: Te
     assert shrink_output(small) == (small, {})
     # a page reads only its cells, cut: the reader accepts them, and the outputs carry their true lengths
     from nbrecall.ingest.manifest import CellRecord
-    from nbrecall.web.worker import _slice_cells
+    from nbrecall.web.worker import CellText, _slice_cells
 
-    doc = nbformat.reads(nbformat.writes(big_notebook()), as_version=4)
     record = CellRecord("x", 0, "big-0", "code", 1, "train()", "")
-    nb = _slice_cells(doc, [record], 1, BIG_REL, shrink=True)
+    nb = _slice_cells(CellText(nbformat.writes(big_notebook())), [record], BIG_REL, 5, "python", shrink=True)
     assert nb is not None
     stream_out, html_out = nb.cells[0].outputs
     assert len(stream_out.text) == 200_000 and stream_out.metadata[SHRUNK] == {"text": len(BIG_STREAM)}
@@ -423,6 +422,24 @@ def test_long_outputs_are_cut_before_the_reader_with_their_true_sizes(client: Te
     assert f"[… {len(BIG_STREAM) - 100_000:,} characters omitted …]" in html  # the true count
     assert "line 0000000" in html and "line 0249999" in html and "line 0100000" not in html
     assert "[HTML output of 2.5 MB not shown]" in html
+
+
+def test_cells_are_read_one_at_a_time_from_the_json_text() -> None:
+    from nbrecall.web.worker import CellText
+
+    text = nbformat.writes(long_notebook())
+    source = CellText(text)
+    assert source.ok
+    page = source.cells(100, 103)
+    assert [c["id"] for c in page] == ["long-100", "long-101", "long-102"]
+    assert len(source.starts) == 103  # the cells after the page were not even looked at
+    assert [c["id"] for c in source.cells(5, 6)] == ["long-5"]  # from the starts found, not scanned again
+    assert source.cells(449, 450)[0]["id"] == "long-449" and source.cells(449, 451) is None
+    # "cells" after the other top-level keys, and inside a string before them: the top level is walked
+    odd = '{"metadata": {"x": "\\"cells\\": [1]"}, "nbformat": 4, "nbformat_minor": 5, "cells": [{"id": "a"}]}'
+    assert CellText(odd).cells(0, 1) == [{"id": "a"}]
+    assert not CellText('{"cells": []}').ok and not CellText("[]").ok
+    assert CellText('{"cells": [1,').cells(0, 2) is None
 
 
 def test_a_search_answers_while_every_render_process_is_busy(app, client: TestClient) -> None:  # type: ignore[no-untyped-def]

@@ -321,8 +321,8 @@ def api_cell(
         "sha": content.sha256,
         "rel": content.rel,
         "record": record,
-        "n_cells": content.n_cells,
         "max_output_chars": state.settings.chunk.max_output_chars,
+        "meta": dict(content.meta or {}),
         "renders": state.renders_folder(content),
     }
     key = ("cell", content.sha256, index, task["max_output_chars"], state.version(path, content.sha256))

@@ -130,7 +130,6 @@ def viewer(
         "sha": content.sha256,
         "rel": content.rel,
         "records": records,
-        "n_cells": n_cells,
         "language": str(meta.get("language") or "python"),
         "meta": meta,
         "renders": state.renders_folder(content),

@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import signal
 import sys
 from dataclasses import replace
@@ -37,19 +38,94 @@ IDLE_EXIT = 600.0  # seconds without a task before the worker ends itself (the s
 CACHE_RAW = 32 * 1024 * 1024  # a notebook up to this size stays loaded between pages
 
 
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+class CellText:
+    """A notebook's JSON text, read one cell at a time: the top-level `cells` array is found by walking the
+    top-level object (values before it parsed; after it, not at all), and a cell is parsed only when a page
+    needs it or a later one, whose start is then known. The first page of a 60,000-cell notebook parses 100
+    cells, not 60,000; page 300 parses the 30,000 before it once, and keeps their starts (not their contents)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts: list[int] = []  # where each cell found so far begins
+        self._next: int | None = None  # where the cell after the last found begins; None: no more cells
+        try:
+            self._next = self._array_start()
+        except (ValueError, IndexError, RecursionError):
+            self._next = None
+        self.ok = self._next is not None
+
+    def _ws(self, i: int) -> int:
+        match = _WS.match(self.text, i)
+        return match.end() if match else i
+
+    def _array_start(self) -> int | None:
+        text = self.text
+        i = self._ws(0)
+        if text[i] != "{":
+            return None
+        i += 1
+        while True:
+            i = self._ws(i)
+            if text[i] == "}":
+                return None
+            key, i = _DECODER.raw_decode(text, i)
+            i = self._ws(i)
+            if text[i] != ":":
+                return None
+            i = self._ws(i + 1)
+            if key == "cells":
+                if text[i] != "[":
+                    return None
+                i = self._ws(i + 1)
+                return None if text[i] == "]" else i
+            _value, i = _DECODER.raw_decode(text, i)
+            i = self._ws(i)
+            if text[i] == ",":
+                i += 1
+
+    def cells(self, start: int, stop: int) -> list[Any] | None:
+        """The raw cells `start`..`stop` (JSON objects as loaded), or None when the array has fewer."""
+        wanted: dict[int, Any] = {}
+        try:
+            while len(self.starts) < stop and self._next is not None:
+                at = self._next
+                value, end = _DECODER.raw_decode(self.text, at)
+                if start <= len(self.starts) < stop:
+                    wanted[len(self.starts)] = value
+                self.starts.append(at)
+                end = self._ws(end)
+                if self.text[end] == ",":
+                    self._next = self._ws(end + 1)
+                else:
+                    self._next = None  # "]": the last cell
+            if len(self.starts) < stop:
+                return None
+            return [
+                wanted[k] if k in wanted else _DECODER.raw_decode(self.text, self.starts[k])[0]
+                for k in range(start, stop)
+            ]
+        except (ValueError, IndexError, RecursionError):
+            self.ok = False
+            return None
+
+
 class _Documents:
-    """The one notebook this worker read last, kept so that paging through it does not read it again."""
+    """The one notebook this worker read last, kept (up to `CACHE_RAW`) so paging through it reads it once."""
 
     def __init__(self) -> None:
         self.sha: str | None = None
         self.raw: bytes | None = None
-        self.doc: dict[str, Any] | None = None
+        self.cell_text: CellText | None = None
         self.notebook: Notebook | None = None
 
     def _load(self, path: str | None, sha: str) -> bytes | None:
         if self.sha == sha and self.raw is not None:
             return self.raw
-        self.sha, self.raw, self.doc, self.notebook = None, None, None, None
+        self.sha, self.raw, self.cell_text, self.notebook = None, None, None, None
         if not path:
             return None
         try:
@@ -62,10 +138,11 @@ class _Documents:
             self.sha, self.raw = sha, raw
         return raw
 
-    def document(self, path: str | None, sha: str) -> dict[str, Any] | None:
-        """The notebook's JSON as loaded (nothing validated: it was, when it was indexed under this hash)."""
-        if self.sha == sha and self.doc is not None:
-            return self.doc
+    def text(self, path: str | None, sha: str) -> CellText | None:
+        """The notebook's JSON text, for reading cells from it (nothing validated: that was done when it was
+        indexed under this hash)."""
+        if self.sha == sha and self.cell_text is not None:
+            return self.cell_text
         raw = self._load(path, sha)
         if raw is None:
             return None
@@ -73,22 +150,17 @@ class _Documents:
             text = raw.decode("utf-8").removeprefix("\ufeff")
         except UnicodeDecodeError:
             return None
-        del raw  # bytes, text and parsed JSON are never all held at once (a 50 MB notebook: +150 MB, not +360)
-        try:
-            doc = json.loads(text)
-        except (ValueError, RecursionError):
-            return None
-        finally:
-            del text
-        if not isinstance(doc, dict):
-            return None
+        del raw  # not the bytes and the text of a notebook too large to keep both
+        source = CellText(text)
         if self.sha == sha:
-            self.doc = doc
-        return doc
+            self.raw, self.cell_text = None, source
+        return source
 
     def parsed(self, path: str | None, sha: str, rel: str) -> tuple[Notebook, bytes] | None:
         """The whole notebook through the reader (what indexing saw), and its bytes."""
         raw = self._load(path, sha)
+        if raw is None and self.sha == sha and self.cell_text is not None:
+            raw = self.cell_text.text.encode("utf-8")
         if raw is None:
             return None
         if self.sha == sha and self.notebook is not None:
@@ -98,7 +170,7 @@ class _Documents:
         except NotebookUnreadable:
             return None
         if self.sha == sha:
-            self.doc, self.notebook = None, nb  # one form kept, not both
+            self.cell_text, self.notebook = None, nb  # one form kept, not both
         return nb, raw
 
 
@@ -121,22 +193,29 @@ def _shrunk_cell(cell: Any) -> tuple[Any, dict[int, dict[str, int]]]:
     return ({**cell, "outputs": kept} if sizes else cell), sizes
 
 
+def v4_minor(meta: dict[str, Any]) -> int | None:
+    """The nbformat minor version of an indexed nbformat-4 file (from the content's meta), else None."""
+    major, _sep, minor = str(meta.get("nbformat") or "").partition(".")
+    return int(minor) if major == "4" and minor.isdigit() else None
+
+
 def _slice_cells(
-    doc: dict[str, Any], records: list[CellRecord], n_cells: int, rel: str, shrink: bool = False
+    source: CellText, records: list[CellRecord], rel: str, minor: int, language: str, shrink: bool = False
 ) -> Notebook | None:
-    """The cells `records` cover, read from the loaded JSON: only those cells go through the reader (its checks
-    and repairs), and they take the index and id the index recorded. None when the file does not line up with
-    the index cell for cell (an nbformat 3 file, say): then the whole notebook is read. `shrink`: outputs cut
-    to what the viewer shows first (`render.shrink_output`)."""
-    cells = doc.get("cells")
-    if doc.get("nbformat") != 4 or not isinstance(cells, list) or len(cells) != n_cells or not records:
+    """The cells `records` cover, read from the JSON text: only those go through the reader (its checks and
+    repairs), and they take the index and id the index recorded. None when the file does not line up with the
+    index (then the whole notebook is read). `shrink`: outputs cut to what the viewer shows
+    (`render.shrink_output`)."""
+    if not records or not source.ok:
         return None
     start, stop = records[0].idx, records[-1].idx + 1
     if stop - start != len(records):
         return None
-    part = {key: value for key, value in doc.items() if key != "cells"}
-    shrunk = [_shrunk_cell(cell) if shrink else (cell, {}) for cell in cells[start:stop]]
-    part["cells"] = [cell for cell, _sizes in shrunk]
+    raw_cells = source.cells(start, stop)
+    if raw_cells is None:
+        return None
+    shrunk = [_shrunk_cell(cell) if shrink else (cell, {}) for cell in raw_cells]
+    part = {"cells": [cell for cell, _sizes in shrunk], "metadata": {}, "nbformat": 4, "nbformat_minor": minor}
     try:
         nb = read_notebook_bytes(json.dumps(part).encode("utf-8"), rel)
     except NotebookUnreadable:
@@ -150,7 +229,7 @@ def _slice_cells(
         for position, cut in sizes.items():
             if position < len(cell.outputs):
                 cell.outputs[position].metadata[SHRUNK] = cut
-    return nb
+    return replace(nb, language=language)
 
 
 def _page_notebook(
@@ -159,15 +238,16 @@ def _page_notebook(
     sha: str,
     rel: str,
     records: list[CellRecord],
-    n_cells: int,
-    doc: dict[str, Any] | None = None,
+    meta: dict[str, Any],
     shrink: bool = False,
 ) -> Notebook | None:
-    doc = doc if doc is not None else docs.document(path, sha)
-    if doc is not None:
-        sliced = _slice_cells(doc, records, n_cells, rel, shrink)
-        if sliced is not None:
-            return sliced
+    minor = v4_minor(meta)
+    if minor is not None:
+        source = docs.text(path, sha)
+        if source is not None:
+            sliced = _slice_cells(source, records, rel, minor, str(meta.get("language") or "python"), shrink)
+            if sliced is not None:
+                return sliced
     parsed = docs.parsed(path, sha, rel)
     if parsed is None:
         return None
@@ -195,7 +275,6 @@ def task_page(
     sha: str,
     rel: str,
     records: list[CellRecord],
-    n_cells: int,
     language: str,
     meta: dict[str, Any],
     renders: str | None = None,
@@ -204,7 +283,7 @@ def task_page(
     from nbrecall.ingest.renders import match_cells
     from nbrecall.web.render import page_views
 
-    nb = _page_notebook(docs, path, sha, rel, records, n_cells, shrink=True)
+    nb = _page_notebook(docs, path, sha, rel, records, meta, shrink=True)
     render, fresh = _render_pair(renders, sha, rel)
     matched = match_cells(nb, fresh) if nb is not None and fresh is not None else None
     return page_views(
@@ -218,16 +297,24 @@ def task_page(
     )
 
 
-def _markdown_above(cells: list[Any], index: int) -> str | None:
-    """The markdown that explains cell `index` (the output rules use it for figure captions), found on the raw
-    JSON cells: the nearest non-blank cell above, when it is markdown."""
-    for raw in reversed(cells[:index]):
+def _markdown_above(cells: list[Any]) -> tuple[bool, str | None]:
+    """The markdown that explains the cell after `cells` (the output rules use it for figure captions), found on
+    raw JSON cells: the nearest non-blank cell above, when it is markdown. (found, markdown); found is False when
+    every one of `cells` is blank, so the search goes on above them."""
+    for raw in reversed(cells):
         if not isinstance(raw, dict):
-            return None
+            return True, None
         source = join_text(raw.get("source"))
         if not source.strip():
             continue
-        return source if raw.get("cell_type") == "markdown" else None
+        return True, (source if raw.get("cell_type") == "markdown" else None)
+    return False, None
+
+
+def _markdown_above_cells(cells: list[Cell], index: int) -> str | None:
+    for cell in reversed(cells[:index]):
+        if cell.source.strip():
+            return cell.source if cell.is_markdown else None
     return None
 
 
@@ -238,24 +325,20 @@ def task_cell(
     sha: str,
     rel: str,
     record: CellRecord,
-    n_cells: int,
     max_output_chars: int,
+    meta: dict[str, Any] | None = None,
     renders: str | None = None,
 ) -> dict[str, Any] | None:
     """One cell's outputs after the output rules (and the re-rendered ones); None when the file changed."""
     from nbrecall.ingest.renders import match_cells
     from nbrecall.notebook.outputs import OutputLimits, render_outputs
 
-    doc = docs.document(path, sha)
-    nb = _page_notebook(docs, path, sha, rel, [record], n_cells, doc)
+    meta = meta or {}
+    nb = _page_notebook(docs, path, sha, rel, [record], meta)
     if nb is None or not nb.cells:
         return None
     cell = nb.cells[0]
-    if doc is not None and isinstance(doc.get("cells"), list) and len(doc["cells"]) == n_cells:
-        above = _markdown_above(doc["cells"], record.idx)
-    else:
-        parsed = docs.parsed(path, sha, rel)
-        above = _markdown_above_cells(parsed[0].cells, record.idx) if parsed else None
+    above = _above(docs, path, sha, rel, record.idx, meta)
     limits = OutputLimits(max_chars=max_output_chars)
 
     def outputs(of: Cell) -> list[dict[str, Any]]:
@@ -275,11 +358,24 @@ def task_cell(
     }
 
 
-def _markdown_above_cells(cells: list[Cell], index: int) -> str | None:
-    for cell in reversed(cells[:index]):
-        if cell.source.strip():
-            return cell.source if cell.is_markdown else None
-    return None
+def _above(docs: _Documents, path: str | None, sha: str, rel: str, index: int, meta: dict[str, Any]) -> str | None:
+    """The markdown above cell `index`, read 50 cells at a time upwards from the JSON text."""
+    source = docs.text(path, sha) if v4_minor(meta) is not None else None
+    if source is not None and source.ok:
+        stop = index
+        while stop > 0:
+            start = max(0, stop - 50)
+            cells = source.cells(start, stop)
+            if cells is None:
+                break
+            found, markdown = _markdown_above(cells)
+            if found:
+                return markdown
+            stop = start
+        else:
+            return None
+    parsed = docs.parsed(path, sha, rel)
+    return _markdown_above_cells(parsed[0].cells, index) if parsed else None
 
 
 def task_report(docs: _Documents, *, path: str | None, sha: str, rel: str) -> str | None:
