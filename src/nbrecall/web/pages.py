@@ -107,23 +107,25 @@ def viewer(
 ) -> HTMLResponse:
     """One page of a notebook's cells (`page`, or the page holding cell `cell`), rendered by a render worker
     within its budget; past the budget, the page as plain text with a notice."""
-    try:
-        content = state.content(nb_id)
-    except NotFound:
-        return _missing(request)
     serve = state.settings.serve
     per_page = max(1, serve.page_cells)
-    n_cells = content.n_cells
-    pages = max(1, -(-n_cells // per_page))
-    number = (page or 1) - 1
-    if cell:
-        found = state.cell_index(nb_id, cell)
-        if found is not None:
-            number = found // per_page
-    number = min(max(0, number), pages - 1)
-    start = number * per_page
-    records = state.cells(nb_id, start, start + per_page)
-    path = state.notebook_file(content)
+    with state.lock:  # every lookup in one turn: a page waits behind at most one search, not one per lookup
+        try:
+            content = state.content(nb_id)
+        except NotFound:
+            return _missing(request)
+        n_cells = content.n_cells
+        pages = max(1, -(-n_cells // per_page))
+        number = (page or 1) - 1
+        if cell:
+            found = state.cell_index(nb_id, cell)
+            if found is not None:
+                number = found // per_page
+        number = min(max(0, number), pages - 1)
+        start = number * per_page
+        records = state.cells(nb_id, start, start + per_page)
+        path = state.notebook_file(content)
+        paths = state.paths(nb_id)
     meta = dict(content.meta or {})
     task = {
         "path": str(path) if path is not None else None,
@@ -144,7 +146,7 @@ def viewer(
         degraded = exc.reason
     view = notebook_view(
         content,
-        state.paths(nb_id),
+        paths,
         result,
         records,
         n_cells=n_cells,
