@@ -111,3 +111,35 @@ def test_a_root_that_is_itself_a_link_is_read(share: tuple[Path, Path], tmp_path
         assert indexed_paths(manifest) == {"calc.ipynb", "copy.ipynb"}
     finally:
         manifest.close()
+
+
+@pytest.fixture(params=["lance", "postgres"])
+def store_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    settings = Settings(index_dir=tmp_path / "idx-backend")
+    if request.param == "postgres":
+        settings.store.url = request.getfixturevalue("pg_url")
+        settings.store.schema = request.getfixturevalue("pg_schema")
+    return settings
+
+
+def test_both_manifests_page_cells_and_keep_the_run_summary(share: tuple[Path, Path], store_settings: Settings) -> None:
+    """What the viewer and `status` read, on the embedded manifest and on PostgreSQL alike."""
+    from nbrecall.backends import open_manifest, open_store
+
+    root, _outside = share
+    write_nb(root / "long.ipynb", [code(f"v = {i}", i + 1, [stream(f"{i}\n")]) for i in range(7)])
+    store_settings.discover.follow_symlinks = True
+    embedder = HashEmbedder()
+    run_index([root], store_settings, embedder, open_store(store_settings, embedder.dim))
+    manifest = open_manifest(store_settings, readonly=True)
+    try:
+        sha = manifest.find_by_path("long.ipynb")
+        assert sha is not None
+        every = manifest.cells(sha)
+        assert [c.idx for c in every] == list(range(7))
+        assert [c.idx for c in manifest.cells(sha, 2, 5)] == [2, 3, 4]
+        assert manifest.cells(sha, 6, 99)[0].source == "v = 6"
+        assert manifest.cell_index(sha, every[4].cell_id) == 4 and manifest.cell_index(sha, "nope") is None
+        assert {rel for rel, _t in manifest.last_run()["outside_links"]} == {"secret.ipynb", "linked/deep.ipynb"}
+    finally:
+        manifest.close()
