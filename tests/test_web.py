@@ -8,6 +8,7 @@ import hashlib
 import http.client
 import json
 import re
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
@@ -58,8 +59,10 @@ def shas(fixture_index: tuple[Settings, dict[str, str]]) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def client(settings: Settings) -> TestClient:
-    return local_client(make_app(settings))
+def client(settings: Settings) -> Iterator[TestClient]:
+    app = make_app(settings)
+    yield local_client(app)
+    app.state.web.close()  # its render processes
 
 
 def assert_security_headers(response) -> None:  # type: ignore[no-untyped-def]
@@ -685,8 +688,10 @@ TOKEN = "correct-horse-battery-staple"
 
 
 @pytest.fixture(scope="module")
-def locked(settings: Settings) -> TestClient:
-    return local_client(make_app(settings, token=TOKEN), follow_redirects=False)
+def locked(settings: Settings) -> Iterator[TestClient]:
+    app = make_app(settings, token=TOKEN)
+    yield local_client(app, follow_redirects=False)
+    app.state.web.close()
 
 
 @pytest.mark.parametrize(

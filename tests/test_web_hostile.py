@@ -600,11 +600,11 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_serve_through_a_real_server_a_deep_page_and_a_search(app) -> None:  # type: ignore[no-untyped-def]
+def test_through_a_real_server_the_cookie_is_not_parsed_and_the_host_is_checked(hostile_index) -> None:  # type: ignore[no-untyped-def]
     """The same over uvicorn: the 80,000-backslash cookie on the tokenless server is ignored, not parsed."""
     from test_web_support import live_server
 
-    with live_server(app) as base:
+    with live_server(make_app(hostile_index[0])) as base:
         host, port = urlsplit(base).hostname, urlsplit(base).port
         conn = http.client.HTTPConnection(host, port, timeout=10)
         conn.request("GET", "/api/status", headers={"Cookie": 'a="' + "\\" * 80_000 + '"'})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,10 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, dict[s
 
 
 @pytest.fixture(scope="module")
-def client(rendered: tuple[Settings, dict[str, str]]) -> TestClient:
-    return local_client(make_app(rendered[0]))
+def client(rendered: tuple[Settings, dict[str, str]]) -> Iterator[TestClient]:
+    app = make_app(rendered[0])
+    yield local_client(app)
+    app.state.web.close()  # its render processes
 
 
 @pytest.fixture(scope="module")

@@ -173,6 +173,9 @@ def live_server(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+        web = getattr(getattr(app, "state", None), "web", None)
+        if web is not None:
+            web.close()  # its render processes
 
 
 # ---------------------------------------------------------------------------------------------------------
