@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -443,6 +443,18 @@ def status(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt
         for item in renders["stale_reasons"][:10]:
             r.add_row(f"  stale: {item['reason']}", f"{item['count']:,}")
         out.print(r)
+    last = manifest.last_run()
+    links = last.get("outside_links") or []
+    if links:
+        total = int(last.get("outside_links_total") or len(links))
+        lt = Table(title=f"{total} notebook(s) read through symbolic links out of the roots (follow_symlinks)")
+        lt.add_column("file")
+        lt.add_column("link target")
+        for rel, target in links:
+            lt.add_row(str(rel), str(target))
+        if total > len(links):
+            lt.add_row(f"… and {total - len(links)} more", "")
+        out.print(lt)
     quarantined = manifest.contents("quarantined")
     if quarantined:
         q = Table(title=f"{len(quarantined)} quarantined file(s): retried when their content changes")
@@ -530,35 +542,80 @@ def serve(
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
     token: Annotated[
         str | None,
-        typer.Option("--token", envvar="NBRECALL_TOKEN", help="Require this token (Bearer header or cookie)."),
+        typer.Option(
+            "--token",
+            envvar="NBRECALL_TOKEN",
+            help="Require this token (Bearer header or cookie): at least 16 visible ASCII characters.",
+        ),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A Host name clients use to reach the server (repeatable; config: \\[serve] allowed_hosts). "
+            "Loopback names and the --host address are always answered; any other Host header gets a 400.",
+        ),
+    ] = None,
+    ssl_certfile: Annotated[
+        Path | None, typer.Option("--ssl-certfile", help="Serve HTTPS with this certificate (PEM).")
+    ] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option("--ssl-keyfile", help="The certificate's private key.")] = None,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> None:
     """Serve the search page, the notebook viewer and the HTTP API (uvicorn)."""
-    from nbrecall.web.security import bind_refusal
+    from nbrecall.web.security import allowed_hosts, bind_refusal
 
+    token = token or None
     refusal = bind_refusal(host, token)
     if refusal:
-        err.print(f"[red]error:[/red] {refusal}")
+        err.print(f"[red]error:[/red] {_escape_markup(refusal)}", soft_wrap=True)
+        raise typer.Exit(2)
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        err.print("[red]error:[/red] HTTPS needs both --ssl-certfile and --ssl-keyfile")
         raise typer.Exit(2)
     settings = _settings(config, index_dir, store)
+    hosts = allowed_hosts(host, [*settings.serve.allowed_hosts, *(allowed_host or [])])
     from nbrecall.service import IndexMissing
-    from nbrecall.web.app import UVICORN_OPTIONS, create_app
+    from nbrecall.web.app import UVICORN_OPTIONS, create_app, uvicorn_log_config
 
     try:
         with _index_faults(settings, "opening"):
-            web = create_app(settings, token=token)
+            web = create_app(settings, token=token, allowed_hosts=hosts)
     except IndexMissing as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     import uvicorn
 
+    scheme = "https" if ssl_certfile else "http"
     shown = f"[{host}]" if ":" in host else host
-    err.print(f"nbrecall serving {describe(settings)} on http://{shown}:{port}/")
+    err.print(f"nbrecall serving {describe(settings)} on {scheme}://{shown}:{port}/")
+    err.print(f"answering Host names: {', '.join(hosts)}", soft_wrap=True)
     if token:
-        err.print(f"open http://{shown}:{port}/?token=<your token> once to sign in this browser")
-    uvicorn.run(web, host=host, port=port, log_level="info", **UVICORN_OPTIONS)
+        err.print(f"open {scheme}://{shown}:{port}/?token=<your token> once to sign in this browser")
+    web.state.web.heavy.start()  # the render processes, ready before the first viewer page
+    tls: dict[str, str] = {}
+    if ssl_certfile and ssl_keyfile:
+        tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile)}
+    config = uvicorn.Config(
+        web, host=host, port=port, log_level="info", log_config=uvicorn_log_config(), **tls, **UVICORN_OPTIONS
+    )
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            web.state.web.close()  # renders in flight end now (their requests get the plain page), not in 10 s
+            super().handle_exit(sig, frame)
+
+    try:
+        Server(config).run()
+    finally:
+        web.state.web.close()
+
+
+def _escape_markup(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
 
 
 @app.command()

@@ -143,6 +143,25 @@ class ExecutorSettings:
 
 
 @dataclass
+class ServeSettings:
+    """`nbrecall serve`: which Host names it answers, and what one request may cost (`nbrecall.web.heavy`).
+
+    Notebook pages, cells, fidelity reports and dependency maps are rendered in `workers` separate processes,
+    each task within a time and a memory budget; beyond either, the page is shown simplified (outputs as escaped
+    text) with a notice, and the process is replaced. Searches never wait for them.
+    """
+
+    allowed_hosts: list[str] = field(default_factory=list)  # Host names clients use, besides loopback and --host
+    workers: int = 2  # render processes: at most this many heavy requests run at once, the rest wait their turn
+    render_timeout: float = 5.0  # seconds for one viewer page or one cell
+    report_timeout: float = 30.0  # seconds for one fidelity report or dependency map
+    render_memory_mb: int = 1024  # a render process past this resident size is stopped
+    cache_mb: int = 64  # rendered pages, reports and maps kept, by notebook hash
+    page_cells: int = 100  # cells per viewer page
+    queue_timeout: float = 30.0  # seconds a heavy request waits for a render process before a 503
+
+
+@dataclass
 class Settings:
     """Everything configurable, in one object."""
 
@@ -156,6 +175,7 @@ class Settings:
     render: RenderSettings = field(default_factory=RenderSettings)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
+    serve: ServeSettings = field(default_factory=ServeSettings)
     config_path: Path | None = None
 
 

@@ -108,7 +108,8 @@ class SearchFilters:
         if self.project:
             clauses.append(f"project = {_quote(self.project)}")
         if self.author:
-            clauses.append(f"lower(author) LIKE {_quote('%' + self.author.lower() + '%')}")
+            # a substring match: the filter's own `%`, `_` and `\\` are literal characters, not wildcards
+            clauses.append(f"lower(author) LIKE {_quote('%' + _like_literal(self.author.lower()) + '%')} ESCAPE '\\'")
         if self.tag:
             clauses.append(f"array_has_any(tags, [{_quote(self.tag)}])")
         if not self.include_deprecated:
@@ -140,6 +141,11 @@ class Store(Protocol):
 
 def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
+
+
+def _like_literal(value: str) -> str:
+    """`value` matched literally inside a LIKE pattern whose escape character is a backslash."""
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def chunk_schema(dim: int) -> pa.Schema:
