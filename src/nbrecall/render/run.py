@@ -30,6 +30,12 @@ from nbformat import v4
 from nbrecall.notebook.model import Notebook
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook, read_notebook_bytes, sha256_bytes
 from nbrecall.render.compare import CompareOptions, RenderResult, compare_notebook, stale_result
+from nbrecall.render.environments import (
+    EnvironmentRule,
+    kernel_config_for,
+    parse_environments,
+    pick_environment,
+)
 from nbrecall.render.paths import PathRule, parse_rules, scan_notebook
 from nbrecall.render.pyodide import (
     describe_pyodide,
@@ -44,6 +50,8 @@ from nbrecall.render.sandbox import (
     SandboxUnavailable,
     describe,
     execute_notebook,
+    interpreter_facts,
+    interpreter_problem,
     sandbox_problem,
 )
 
@@ -64,6 +72,9 @@ class RenderOptions:
     write: bool = True
     backend: str = "kernel"  # "kernel" (nbclient + IPython kernel) or "pyodide" (see render/pyodide.py)
     pyodide_wheels: Path | None = None  # the pyodide backend's local wheel folder
+    environments: list[EnvironmentRule] = field(default_factory=list)  # [[render.environment]], first match wins
+    project_kernel_config: bool = True  # load the project's ipython_kernel_config.py into the kernel
+    pin_display: bool = True  # matplotlib dpi / default figure size as the stored figures show them
 
     @classmethod
     def from_settings(cls, settings: Any, out_dir: Path | None = None, data_dir: Path | None = None) -> RenderOptions:
@@ -80,10 +91,14 @@ class RenderOptions:
             python=r.python or sys.executable,
             workers=r.workers,
             copy_limit_mb=r.copy_limit_mb,
-            compare=CompareOptions(rel_tol=r.rel_tol, compare_stderr=r.compare_stderr),
+            compare=CompareOptions(rel_tol=r.rel_tol, compare_stderr=r.compare_stderr,
+                                   image_threshold=r.image_threshold),
             hide=[index_dir, out],
             backend=r.backend,
             pyodide_wheels=Path(r.pyodide_wheels) if r.pyodide_wheels else None,
+            environments=parse_environments(r.environment),
+            project_kernel_config=r.project_kernel_config,
+            pin_display=r.pin_display,
         )
 
 
@@ -105,12 +120,20 @@ def to_executable(notebook: Notebook) -> nbformat.NotebookNode:
     return nb
 
 
-def _environment(python: str, backend: str = "kernel") -> dict[str, str]:
+def _environment(python: str, backend: str = "kernel", name: str = "") -> dict[str, str]:
     if backend == "pyodide":
         return {"python": "pyodide " + runner_version(), "platform": platform.platform(terse=True),
-                "backend": "bwrap+pyodide"}
-    return {"python": platform.python_version() if python == sys.executable else python,
-            "platform": platform.platform(terse=True), "backend": "bwrap"}
+                "backend": "bwrap+pyodide", "name": "pyodide"}
+    version = interpreter_facts(python).get("version")
+    return {"python": ".".join(map(str, version)) if version else python, "interpreter": python,
+            "platform": platform.platform(terse=True), "backend": "bwrap", "name": name or "default"}
+
+
+def _relative(path: Path, root: Path | None) -> str:
+    try:
+        return path.resolve().relative_to((root or path.parent).resolve()).as_posix()
+    except ValueError:
+        return path.name
 
 
 def render_notebook(path: Path, root: Path | None, options: RenderOptions) -> tuple[RenderResult, Any]:
@@ -128,11 +151,13 @@ def render_notebook(path: Path, root: Path | None, options: RenderOptions) -> tu
     except NotebookUnreadable as exc:
         return stale_result(shown, sha, f"unreadable: {exc.reason}"), None
     scan = scan_notebook(original, options.rules, options.data_dir)
+    rule = pick_environment(options.environments, _relative(path, root), original)
+    python = rule.python if rule is not None else options.python
 
     def finish(result: RenderResult) -> RenderResult:
         result.paths = scan.to_dict()
         result.rendered_at = stamp
-        result.environment = _environment(options.python, options.backend)
+        result.environment = _environment(python, options.backend, rule.name if rule else "")
         result.execution.setdefault("duration_s", round(time.monotonic() - started, 3))
         return result
 
@@ -141,10 +166,19 @@ def render_notebook(path: Path, root: Path | None, options: RenderOptions) -> tu
     problem = pyodide_problem() if options.backend == "pyodide" else sandbox_problem()
     if problem:
         return finish(stale_result(shown, sha, "sandbox unavailable", [problem])), None
+    if options.backend != "pyodide":
+        problem = interpreter_problem(python)
+        if problem:
+            name = rule.name if rule is not None else "default"
+            return finish(stale_result(shown, sha, f"environment unavailable: {name}", [problem])), None
+    project = root if root is not None and root.is_dir() else path.parent
+    kernel_config, config_notes = kernel_config_for(
+        original, path.parent, project, rule, options.project_kernel_config, options.pin_display
+    ) if options.backend != "pyodide" else ("", [])
     spec = SandboxSpec(
-        workdir=path.parent, project_dir=root if root is not None and root.is_dir() else path.parent,
-        data_dir=options.data_dir, rules=options.rules, hide=options.hide, python=options.python,
-        limits=options.limits, copy_limit_mb=options.copy_limit_mb,
+        workdir=path.parent, project_dir=project,
+        data_dir=options.data_dir, rules=options.rules, hide=options.hide, python=python,
+        limits=options.limits, copy_limit_mb=options.copy_limit_mb, kernel_config=kernel_config,
     )
     try:
         if options.backend == "pyodide":
@@ -158,7 +192,7 @@ def render_notebook(path: Path, root: Path | None, options: RenderOptions) -> tu
     result = compare_notebook(original, fresh, execution, options.compare)
     refine_reason(result, execution)
     result.execution = describe(execution) | describe_pyodide(execution)
-    result.notes = list(execution.notes)
+    result.notes = list(execution.notes) + config_notes
     if scan.unmapped:
         result.notes.append(f"{len(scan.unmapped)} absolute path(s) no rule maps: " + ", ".join(scan.unmapped[:5]))
     return finish(result), executed
@@ -202,6 +236,43 @@ def load_fresh_notebook(out_dir: Path, sha256: str, display_path: str) -> Notebo
         return read_notebook(path, display_path=display_path)
     except NotebookUnreadable:
         return None
+
+
+def recompare(out_dir: Path, sha256: str, options: RenderOptions | None = None) -> RenderResult | None:
+    """Judge a stored render again with today's comparison rules, without running anything: the original file
+    (it must still have the content `sha256`) against the stored executed copy and execution facts. None when
+    the file changed or the notebook never ran."""
+    from nbrecall.render.sandbox import CellError, Execution, classify
+
+    stored = load_render(out_dir, sha256)
+    if stored is None:
+        return None
+    try:
+        data = Path(stored.path).read_bytes()
+    except OSError:
+        return None
+    if sha256_bytes(data) != sha256:
+        return None
+    fresh = load_fresh_notebook(out_dir, sha256, stored.path)
+    if fresh is None:
+        return stored
+    facts = stored.execution
+    execution = Execution(
+        notebook=None,
+        errors=[CellError(**e) for e in facts.get("errors", [])],
+        executed=list(facts.get("executed", [])), not_run=list(facts.get("not_run", [])),
+        timed_out=facts.get("timed_out"), died_at=facts.get("died_at"),
+        notebook_timeout=bool(facts.get("notebook_timeout")), kernel_died=bool(facts.get("kernel_died")),
+        exit_code=facts.get("exit_code"), stderr="",
+    )
+    execution.reason = classify(execution)
+    original = read_notebook_bytes(data, stored.path)
+    result = compare_notebook(original, fresh, execution, (options.compare if options else CompareOptions()))
+    for name in ("paths", "execution", "notes", "rendered_at", "environment"):
+        setattr(result, name, getattr(stored, name))
+    if stored.status == "stale" and result.status != "stale":  # a reason the comparison alone cannot see
+        result.status, result.reason = stored.status, stored.reason
+    return result
 
 
 # ---------------------------------------------------------------------------------------------------------------
