@@ -208,7 +208,8 @@ def kernel_config_for(notebook: Notebook, notebook_dir: Path, root: Path | None,
             notes.append(f"kernel configured by {path.name} ({path.parent})")
         except (OSError, UnicodeDecodeError) as exc:
             notes.append(f"kernel config {path} not read: {exc}")
-    formats = figure_formats(notebook) if pin_display else set()
+    # PDF copies are never compared (only drawn images are): not asking for them saves the kernel the time
+    formats = (figure_formats(notebook) - {"pdf"} or {"svg"}) if pin_display and figure_formats(notebook) else set()
     if formats:
         parts.append(f"c.InlineBackend.figure_formats = {sorted(formats)!r}")
         notes.append("figures drawn as " + ", ".join(sorted(formats)) + " as the stored figures are")
