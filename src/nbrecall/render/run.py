@@ -15,6 +15,7 @@ import json
 import multiprocessing
 import os
 import platform
+import re
 import sys
 import time
 from collections import Counter
@@ -29,7 +30,14 @@ from nbformat import v4
 
 from nbrecall.notebook.model import Notebook
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook, read_notebook_bytes, sha256_bytes
-from nbrecall.render.compare import CompareOptions, RenderResult, compare_notebook, stale_result
+from nbrecall.render.compare import (
+    CHANGE_CLASSES,
+    RESULT_CLASSES,
+    CompareOptions,
+    RenderResult,
+    compare_notebook,
+    stale_result,
+)
 from nbrecall.render.environments import (
     EnvironmentRule,
     kernel_config_for,
@@ -375,15 +383,108 @@ def render_many(
 
 
 def summarise(results: list[RenderResult]) -> dict[str, Any]:
-    """Counts by status, reasons by frequency, cell counts: what the CLI table and the drift report show."""
+    """Counts by status, reasons by frequency, cell counts and change classes, the notebooks ranked by how much
+    of their result changed, missing modules and API errors: what the CLI table and the drift report show."""
     status = Counter(r.status for r in results)
     reasons = Counter(r.reason for r in results if r.status == "stale")
     cells: Counter[str] = Counter()
+    changes: Counter[str] = Counter()
     for r in results:
         cells.update(r.counts())
+        changes.update({k: v for k, v in r.changes().items() if v})
     return {
         "notebooks": len(results),
         "status": {s: status.get(s, 0) for s in ("fresh", "changed", "stale")},
         "reasons": reasons.most_common(),
         "cells": dict(cells),
+        "changes": {c: changes.get(c, 0) for c in CHANGE_CLASSES},
+        "ranking": rank_notebooks(results),
+        "missing_modules": missing_modules(results),
+        "api_errors": api_errors(results),
     }
+
+
+def rank_notebooks(results: list[RenderResult]) -> list[dict[str, Any]]:
+    """Notebooks whose result changed, most first: the share of their compared cells whose result changed
+    (values, text, figure, error; not format or random), then the count."""
+    rows = []
+    for r in results:
+        changed = r.result_changed()
+        if not changed:
+            continue
+        compared = sum(1 for c in r.cells if c.status in ("same", "changed"))
+        by_class = {k: v for k, v in r.changes().items() if v and k in RESULT_CLASSES}
+        rows.append({"path": r.path, "sha256": r.sha256, "changed": changed, "compared": compared,
+                     "share": round(changed / max(compared, 1), 3), "classes": by_class})
+    return sorted(rows, key=lambda row: (-row["share"], -row["changed"], row["path"]))
+
+
+_NO_MODULE_RE = re.compile(r"No module named '([^']+)'")
+_CANNOT_IMPORT_RE = re.compile(r"cannot import name '([^']+)' from '([^']+)'")
+_NO_ATTRIBUTE_RE = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
+
+
+def _fresh_errors(result: RenderResult) -> list[dict[str, Any]]:
+    """The fresh run's errors in cells that failed (errors the original did not have)."""
+    failed = {c.index for c in result.cells if c.status == "failed"}
+    return [e for e in result.execution.get("errors", []) if e.get("index") in failed]
+
+
+def missing_modules(results: list[RenderResult]) -> dict[str, list[dict[str, Any]]]:
+    """Per render environment, the modules notebooks could not import, in the order to install them: each time
+    the module that brings back the most notebooks (those whose every missing module is then installed), with
+    how many notebooks need it. A dotted name whose package exists (`sympy.foo`) is an API change, not here."""
+    needs: dict[str, dict[str, set[str]]] = {}
+    for r in results:
+        env = str(r.environment.get("name") or "default")
+        for error in _fresh_errors(r):
+            if error.get("ename") not in ("ModuleNotFoundError", "ImportError"):
+                continue
+            match = _NO_MODULE_RE.search(str(error.get("evalue", "")))
+            if match and "." not in match.group(1):
+                needs.setdefault(env, {}).setdefault(r.path, set()).add(match.group(1))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for env, per_notebook in needs.items():
+        installed: set[str] = set()
+        remaining = set().union(*per_notebook.values())
+        order = []
+        while remaining:
+            best = max(sorted(remaining), key=lambda m: _module_gain(m, per_notebook, installed))
+            back, need = _module_gain(best, per_notebook, installed)
+            order.append({"module": best, "needed_by": need, "brings_back": back})
+            installed.add(best)
+            remaining.discard(best)
+        out[env] = order
+    return out
+
+
+def _module_gain(module: str, per_notebook: dict[str, set[str]], installed: set[str]) -> tuple[int, int]:
+    """(notebooks installing `module` next would bring back, notebooks that need it)."""
+    back = sum(1 for mods in per_notebook.values() if module in mods and mods <= installed | {module})
+    return back, sum(1 for mods in per_notebook.values() if module in mods)
+
+
+def api_errors(results: list[RenderResult]) -> list[dict[str, Any]]:
+    """Errors raised where a library's API moved, by library: an installed package raised it (the traceback's
+    innermost frame), or a name is gone from a module (`cannot import name`, `module 'x' has no attribute`,
+    `No module named 'pkg.sub'`). Counted in notebooks, with up to three examples each."""
+    by_library: dict[str, dict[str, Any]] = {}
+    for r in results:
+        for error in _fresh_errors(r):
+            ename, evalue = str(error.get("ename", "")), str(error.get("evalue", ""))
+            library = str(error.get("library") or "")
+            if not library:
+                for pattern, group in ((_CANNOT_IMPORT_RE, 2), (_NO_ATTRIBUTE_RE, 1), (_NO_MODULE_RE, 1)):
+                    match = pattern.search(evalue)
+                    if match and (pattern is not _NO_MODULE_RE or "." in match.group(1)):
+                        library = match.group(group).split(".")[0]
+                        break
+            if not library:
+                continue
+            entry = by_library.setdefault(library, {"library": library, "notebooks": set(), "examples": []})
+            entry["notebooks"].add(r.path)
+            example = f"{ename}: {evalue}"[:160]
+            if example not in entry["examples"] and len(entry["examples"]) < 3:
+                entry["examples"].append(example)
+    rows = [{**e, "notebooks": len(e["notebooks"])} for e in by_library.values()]
+    return sorted(rows, key=lambda e: (-e["notebooks"], e["library"]))
