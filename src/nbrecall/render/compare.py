@@ -68,6 +68,7 @@ _OBJECT_REPR_RE = re.compile(
 _PLACEHOLDER_REPR_RE = re.compile(r"^<[\w.]+ object(?: at 0xADDR)?>$|^<IPython\.core\.display\.\w+ object>$")
 _IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp", "image/svg+xml")
 _TEXT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex", "application/json")
+_SEMANTIC_MIMES = ("text/latex", "text/markdown", "application/json")  # content an image may be drawn from
 _WIDGET_MIMES = ("application/vnd.jupyter.widget-view+json", "application/vnd.jupyter.widget-state+json")
 
 
@@ -258,23 +259,21 @@ def _object_repr(text: str) -> bool:
 
 
 def _images_equal(a: str, b: str, tolerance: float) -> bool:
+    """Exactly the same picture: the same bytes, or the same pixels (within `tolerance` of full scale per pixel)
+    in another encoding. Anything else goes to the perceptual comparison (`format` or `figure`)."""
     if a == b:
         return True
     try:
-        from PIL import Image, ImageChops, ImageStat
-    except ImportError:
-        return False
-    try:
-        img_a = Image.open(io.BytesIO(base64.b64decode(a)))
-        img_b = Image.open(io.BytesIO(base64.b64decode(b)))
+        from PIL import Image, ImageChops
+
+        img_a = Image.open(io.BytesIO(base64.b64decode(a))).convert("RGBA")
+        img_b = Image.open(io.BytesIO(base64.b64decode(b))).convert("RGBA")
         if img_a.size != img_b.size:
             return False
-        thumb_a = img_a.convert("L").resize((64, 64))
-        thumb_b = img_b.convert("L").resize((64, 64))
-        diff = ImageStat.Stat(ImageChops.difference(thumb_a, thumb_b)).mean[0] / 255.0
+        extrema = ImageChops.difference(img_a, img_b).getextrema()
     except Exception:  # a broken image is simply not equal
         return False
-    return diff <= tolerance
+    return max(high for _, high in extrema) <= tolerance * 255
 
 
 def items_equal(a: _Item, b: _Item, options: CompareOptions) -> bool:
@@ -284,6 +283,20 @@ def items_equal(a: _Item, b: _Item, options: CompareOptions) -> bool:
         return texts_equal(a.text, b.text, options.rel_tol, options.abs_tol)
     common = [m for m in a.reps if m in b.reps]
     images = [m for m in _IMAGE_MIMES if m in common]
+    plain_a, plain_b = a.reps.get("text/plain", ""), b.reps.get("text/plain", "")
+    semantic = [m for m in _SEMANTIC_MIMES if m in common]
+    if not semantic and images and "text/plain" in common and not (_object_repr(plain_a) or _object_repr(plain_b)):
+        semantic = ["text/plain"]
+    if semantic:  # content before rendering: an image drawn from it never makes two contents equal
+        if not texts_equal(a.reps[semantic[0]], b.reps[semantic[0]], options.rel_tol, options.abs_tol):
+            return False
+        # the same content: exactly the same only if the pictures are too (else `format`, see pair_verdict)
+        if not images:
+            return True
+        mime = images[0]
+        if mime == "image/svg+xml":
+            return a.reps[mime] == b.reps[mime]
+        return _images_equal(a.reps[mime], b.reps[mime], options.image_tolerance)
     if images:
         mime = images[0]
         if mime == "image/svg+xml":
@@ -291,7 +304,6 @@ def items_equal(a: _Item, b: _Item, options: CompareOptions) -> bool:
         return _images_equal(a.reps[mime], b.reps[mime], options.image_tolerance)
     if any(m in a.reps for m in _IMAGE_MIMES) != any(m in b.reps for m in _IMAGE_MIMES):
         return False
-    plain_a, plain_b = a.reps.get("text/plain", ""), b.reps.get("text/plain", "")
     if "text/plain" in common and _object_repr(plain_a) and _object_repr(plain_b):
         placeholder = _PLACEHOLDER_REPR_RE.match(plain_a) or _PLACEHOLDER_REPR_RE.match(plain_b)
         richer = [m for m in common if m != "text/plain"]
@@ -319,18 +331,20 @@ def outputs_equal(original: list[_Item], fresh: list[_Item], options: CompareOpt
 _SCALAR_REPR_RE = re.compile(
     r"\b(?:np|numpy)\.(?:float|int|uint|complex|bool|str|bytes|longdouble|clongdouble)\w*\(([^()]*)\)"
 )
-_SEMANTIC_MIMES = ("text/latex", "text/markdown", "application/json")
 _PRECISION_SET_RE = re.compile(
     r"set_printoptions|display\.precision|display\.float_format|%precision|pd\.options\.display|float_format"
 )
+
+
+_MIN_TERMINAL = 60  # columns: a picture cut without `↪` marks was cut at a terminal width at least this wide
 
 
 def unwrap_pretty(text: str) -> str:
     """A pretty-printed picture cut into screens (sympy's pretty printer at a terminal width: blocks of equal
     height separated by one blank line, `↪` at the cut in sympy >= 1.12) put back side by side; other text as is.
 
-    Pictures are padded to one width per screen, which is what tells them from paragraphs that happen to have
-    the same number of lines."""
+    Without marks, the screens before the last must be one terminal wide (every line padded to the same width
+    of at least 60 columns), which is what tells them from paragraphs that happen to have as many lines."""
     if "\n\n" not in text:
         return text
     screens = [s.split("\n") for s in text.rstrip("\n").split("\n\n")]
@@ -338,7 +352,8 @@ def unwrap_pretty(text: str) -> str:
     if len(screens) < 2 or any(len(s) != height for s in screens):
         return text
     marked = "↪" in text
-    if not marked and any(len({len(line) for line in screen}) != 1 for screen in screens[:-1]):
+    if not marked and any(len({len(line) for line in screen}) != 1 or len(screen[0]) < _MIN_TERMINAL
+                          for screen in screens[:-1]):
         return text
     rows = []
     for k in range(height):

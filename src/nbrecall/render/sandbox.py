@@ -160,7 +160,7 @@ _PROBE = (
 def interpreter_facts(python: str) -> dict[str, Any]:
     """Prefixes, version and whether ipykernel is there, for an interpreter (asked once per process);
     `{"problem": why}` when it cannot be run."""
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
+    if os.path.abspath(python) == sys.executable:  # (a link to it elsewhere may find another environment)
         return {"paths": [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix],
                 "version": list(sys.version_info[:3]), "ipykernel": True}
     if not os.access(python, os.X_OK):
@@ -192,6 +192,7 @@ def interpreter_prefixes(python: str) -> tuple[str, ...]:
     paths = list(facts["paths"])
     real = os.path.realpath(python)
     paths.append(os.path.dirname(os.path.dirname(real)))
+    paths.append(os.path.dirname(os.path.dirname(os.path.abspath(python))))  # the environment as named
     keep: list[str] = []
     for p in sorted({os.path.realpath(p) for p in paths} | {os.path.abspath(p) for p in paths}, key=len):
         if p in ("/", "/usr") or p.startswith("/usr/") or any(p.startswith(k + "/") for k in keep):
