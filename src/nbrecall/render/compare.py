@@ -23,7 +23,8 @@ asked (warnings are not results); numbers compare with a relative tolerance (1e-
 
 A rich output compares by content: when both sides carry a semantic representation (`text/latex`,
 `text/markdown`, `application/json`, an HTML table, `text/plain` that is not an object repr) that decides, never
-the image drawn from it; figures without one compare perceptually (`images.py`: scale-normalised SSIM). Object
+the image drawn from it; matplotlib SVG figures compare by the data they plot (`svgplot.py`), other figures
+perceptually (`images.py`: scale-normalised SSIM). Object
 reprs (`<… at 0x…>`, `<Axes: …>`, matplotlib `Text(…)`) compare equal to each other: they name objects, not
 results. Text that differs only in rendering is `format`: pretty-printed pictures are unwrapped (sympy's `↪`
 screens), numpy 2 scalar reprs unwrapped, `[…]`/`(…)` and line breaks ignored, and, unless the notebook sets a
@@ -502,6 +503,12 @@ def pair_verdict(a: _Item, b: _Item, options: CompareOptions) -> tuple[str, str]
                 return "format", f"the same {shown}{drawn}, rendered differently"
             return text_change(fa, fb), f"the {shown} differs"
     image_a, image_b = _image_of(a), _image_of(b)
+    if image_a and image_b and image_a[0] == image_b[0] == "image/svg+xml":
+        from nbrecall.render.svgplot import compare_plots
+
+        plots = compare_plots(image_a[1], image_b[1])
+        if plots is not None:
+            return ("format" if plots[0] else "figure"), plots[1]
     if image_a and image_b:
         from nbrecall.render.images import compare_images
 

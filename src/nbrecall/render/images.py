@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 WIDTH = 224  # px: both images are compared at this width (or the smaller image's, if narrower)
+THICKEN = 3  # px: dark strokes are widened this much (a minimum filter) so that a line 1-2 px off still overlaps
 BLUR = 1.25  # Gaussian sigma in px at that width
-SHIFT = 2  # px: the largest offset tried when aligning the two
+STRETCH = 0.12  # alignment: each axis of one image may be stretched by up to 12%
+SHIFT_SHARE = 0.06  # alignment: and moved by up to 6% of its size
 GRID = 12  # the SSIM map is judged in GRID × GRID cells
 LOW_SSIM = 0.5  # a pixel whose local SSIM is under this is "strongly dissimilar"
 THRESHOLD = 0.33  # changed_area above this: the figures differ
@@ -89,18 +91,18 @@ def changed_area(a: Any, b: Any) -> float:
     """The largest share of strongly dissimilar pixels in any grid cell, at the best alignment (0: identical)."""
     import numpy as np
     from PIL import Image
-    from scipy.ndimage import gaussian_filter
+    from scipy.ndimage import gaussian_filter, grey_erosion
     from skimage.metrics import structural_similarity
 
     width = max(8, min(WIDTH, a.width, b.width))
     height = max(8, round(width / ((a.width / a.height + b.width / b.height) / 2)))
-    grey_a = gaussian_filter(np.asarray(a.resize((width, height), Image.Resampling.BOX), dtype=np.float32) / 255, BLUR)
-    grey_b = gaussian_filter(np.asarray(b.resize((width, height), Image.Resampling.BOX), dtype=np.float32) / 255, BLUR)
-    dx, dy = _best_shift(grey_a, grey_b)
-    part_a, part_b = _overlap(grey_a, grey_b, dx, dy)
-    if min(part_a.shape) < 7:
-        return 0.0 if np.allclose(part_a, part_b, atol=0.02) else 1.0
-    _, ssim = structural_similarity(part_a, part_b, data_range=1.0, gaussian_weights=True, sigma=1.5,
+    small_a, small_b = a.resize((width, height), Image.Resampling.BOX), b.resize((width, height), Image.Resampling.BOX)
+    small_b = _aligned(small_a, small_b)
+    grey_a = gaussian_filter(grey_erosion(np.asarray(small_a, dtype=np.float32) / 255, size=THICKEN), BLUR)
+    grey_b = gaussian_filter(grey_erosion(np.asarray(small_b, dtype=np.float32) / 255, size=THICKEN), BLUR)
+    if min(grey_a.shape) < 7:
+        return 0.0 if np.allclose(grey_a, grey_b, atol=0.02) else 1.0
+    _, ssim = structural_similarity(grey_a, grey_b, data_range=1.0, gaussian_weights=True, sigma=1.5,
                                     use_sample_covariance=False, full=True)
     low = ssim < LOW_SSIM
     rows, cols = low.shape
@@ -109,23 +111,48 @@ def changed_area(a: Any, b: Any) -> float:
                      if (i + 1) * rows // GRID > i * rows // GRID and (j + 1) * cols // GRID > j * cols // GRID))
 
 
-def _overlap(a: Any, b: Any, dx: int, dy: int) -> tuple[Any, Any]:
-    rows, cols = a.shape
-    h, w = rows - abs(dy), cols - abs(dx)
-    return (a[max(0, dy):max(0, dy) + h, max(0, dx):max(0, dx) + w],
-            b[max(0, -dy):max(0, -dy) + h, max(0, -dx):max(0, -dx) + w])
+def _aligned(a: Any, b: Any) -> Any:
+    """`b` stretched and moved (each axis scaled by at most `STRETCH`, shifted by at most `SHIFT_SHARE` of the
+    image) to match `a` best, judged on small blurred copies: another figure size or a tight bounding box moves
+    and stretches the axes while the plot stays the same, and SSIM is sensitive to exactly that. Local changes
+    (a moved curve, an added line) cannot be aligned away."""
+    import numpy as np
+    from PIL import Image, ImageFilter
+
+    probe = 96 / max(a.width, 1)
+    size = (max(8, round(a.width * probe)), max(8, round(a.height * probe)))
+    small_a = np.asarray(a.resize(size, Image.Resampling.BOX).filter(ImageFilter.GaussianBlur(1)), dtype=np.float32)
+    small_b = b.resize(size, Image.Resampling.BOX).filter(ImageFilter.GaussianBlur(1))
+
+    def cost(params: tuple[float, float, float, float]) -> float:
+        moved = _transform(small_b, *params, scale=1.0)
+        return float(np.abs(np.asarray(moved, dtype=np.float32) - small_a).mean())
+
+    best = (1.0, 1.0, 0.0, 0.0)
+    best_cost = cost(best)
+    for step in (0.04, 0.02, 0.01):  # coordinate descent, coarse to fine
+        improved = True
+        while improved:
+            improved = False
+            for k, delta in ((0, step), (1, step), (2, step / 2), (3, step / 2)):
+                for sign in (-1, 1):
+                    trial = list(best)
+                    trial[k] += sign * delta
+                    if abs(trial[0] - 1) > STRETCH or abs(trial[1] - 1) > STRETCH or \
+                            abs(trial[2]) > SHIFT_SHARE or abs(trial[3]) > SHIFT_SHARE:
+                        continue
+                    c = cost(tuple(trial))  # type: ignore[arg-type]
+                    if c < best_cost - 1e-6:
+                        best, best_cost, improved = tuple(trial), c, True  # type: ignore[assignment]
+    return _transform(b, *best, scale=1.0)
 
 
-def _best_shift(a: Any, b: Any) -> tuple[int, int]:
-    """The offset (|dx|, |dy| <= SHIFT) with the smallest mean absolute difference: a tight bounding box a few
-    pixels wider moves the whole plot; this puts it back before SSIM, which is sensitive to shifts."""
-    best, where = None, (0, 0)
-    for dy in range(-SHIFT, SHIFT + 1):
-        for dx in range(-SHIFT, SHIFT + 1):
-            part_a, part_b = _overlap(a, b, dx, dy)
-            if part_a.size == 0:
-                continue
-            score = float(abs(part_a - part_b).mean())
-            if best is None or score < best - 1e-9:
-                best, where = score, (dx, dy)
-    return where
+def _transform(img: Any, sx: float, sy: float, dx: float, dy: float, scale: float) -> Any:
+    """`img` scaled by (sx, sy) about its centre and shifted by (dx, dy) shares of its size; white fills in."""
+    from PIL import Image
+
+    w, h = img.size
+    cx, cy = w / 2, h / 2
+    # output (x, y) takes input ((x - cx - dx*w) / sx + cx, (y - cy - dy*h) / sy + cy)
+    coeffs = (1 / sx, 0, cx - (cx + dx * w) / sx, 0, 1 / sy, cy - (cy + dy * h) / sy)
+    return img.transform((w, h), Image.Transform.AFFINE, coeffs, resample=Image.Resampling.BILINEAR, fillcolor=255)
