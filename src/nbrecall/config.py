@@ -120,7 +120,7 @@ class RenderSettings:
     environment: list[dict[str, str]] = field(default_factory=list)
     project_kernel_config: bool = True  # load a project's ipython_kernel_config.py (notebook folder or above)
     pin_display: bool = True  # draw figures at the dpi and default size the stored figures show
-    image_threshold: float = 0.33  # perceptual: changed area above which a figure differs (render/images.py)
+    image_threshold: float = 0.38  # perceptual: changed area above which a figure differs (render/images.py)
 
 
 @dataclass

@@ -79,7 +79,7 @@ class CompareOptions:
     abs_tol: float = 1e-12
     compare_stderr: bool = False
     image_tolerance: float = 0.01  # mean grey-level difference (0–1) of 64×64 thumbnails still called equal
-    image_threshold: float = 0.33  # perceptual: changed area (images.py) above which a figure differs
+    image_threshold: float = 0.38  # perceptual: changed area (images.py) above which a figure differs
     precision_tolerant: bool = True  # a number shown with fewer digits matches one it rounds (format only)
 
 
@@ -544,6 +544,10 @@ def cell_verdict(original: list[_Item], fresh: list[_Item], options: CompareOpti
             if note:
                 notes.append(note)
         for extra in original[i1 + len(pairs):i2] + fresh[j1 + len(pairs):j2]:
+            if extra.kind == "data" and not _has_image(extra) and _object_repr(extra.reps.get("text/plain", "")):
+                verdicts.append("format")  # `Text(0.5, 1.0, 'title')` names an object, it is no result
+                notes.append("an object repr appeared or went away")
+                continue
             verdicts.append("error" if extra.kind == "error" else "figure" if _has_image(extra) else "text")
             notes.append("an output appeared or went away")
     if all(v == "same" for v in verdicts):
