@@ -348,3 +348,14 @@ def test_environment_rule_picks_its_interpreter_and_a_missing_one_is_stale(tmp_p
     res, executed = render_notebook(gone, root, opts)
     assert (res.status, res.reason, executed) == ("stale", "environment unavailable: gone", None)
     assert "no such interpreter" in res.notes[0]
+
+
+def test_viewer_badge_names_the_class_and_not_format() -> None:
+    from markupsafe import Markup
+
+    from nbrecall.web.render import CellView
+
+    cell = CellView(0, "c0", "code", 1, [], Markup(""), render_status="changed", render_change="values")
+    assert cell.render_badge == "changed · values"
+    cell.render_status, cell.render_change = "same", "format"
+    assert cell.render_badge == "same"
