@@ -564,7 +564,7 @@ _RNG_CALL_RE = re.compile(
     r"\b(?:np\.|numpy\.)?random\.(?!seed\b|default_rng\b|RandomState\b|Generator\b)\w+\s*\("
     r"|\bdefault_rng\(\s*\)|\bRandomState\(\s*\)|\.rvs\((?![^)]*random_state)|\brandn?\(|\buuid4\("
 )
-_SEED_RE = re.compile(r"\bseed\(\s*[\w.]|\bdefault_rng\(\s*[\w.]|\bRandomState\(\s*[\w.]|\brandom_state\s*=\s*\d")
+_SEED_RE = re.compile(r"\b(?:manual_)?seed\(\s*[\w.]|\bdefault_rng\(\s*[\w.]|\bRandomState\(\s*[\w.]|\brandom_state\s*=\s*\d")
 
 
 def unseeded_random_cells(nb: Notebook) -> set[int]:
