@@ -293,7 +293,7 @@ def items_equal(a: _Item, b: _Item, options: CompareOptions) -> bool:
             return False
         # the same content: exactly the same only if the pictures are too (else `format`, see pair_verdict)
         if not images:
-            return True
+            return _has_image(a) == _has_image(b)  # a picture drawn on one side only is another rendering
         mime = images[0]
         if mime == "image/svg+xml":
             return a.reps[mime] == b.reps[mime]
@@ -564,7 +564,9 @@ _RNG_CALL_RE = re.compile(
     r"\b(?:np\.|numpy\.)?random\.(?!seed\b|default_rng\b|RandomState\b|Generator\b)\w+\s*\("
     r"|\bdefault_rng\(\s*\)|\bRandomState\(\s*\)|\.rvs\((?![^)]*random_state)|\brandn?\(|\buuid4\("
 )
-_SEED_RE = re.compile(r"\b(?:manual_)?seed\(\s*[\w.]|\bdefault_rng\(\s*[\w.]|\bRandomState\(\s*[\w.]|\brandom_state\s*=\s*\d")
+_SEED_RE = re.compile(
+    r"\b(?:manual_)?seed\(\s*[\w.]|\bdefault_rng\(\s*[\w.]|\bRandomState\(\s*[\w.]|\brandom_state\s*=\s*\d"
+)
 
 
 def unseeded_random_cells(nb: Notebook) -> set[int]:
