@@ -775,6 +775,7 @@ def render(
     """
     import time
 
+    from nbrecall.render.environments import EnvironmentRuleError
     from nbrecall.render.paths import PathRuleError
     from nbrecall.render.pyodide import BACKENDS, pyodide_problem
     from nbrecall.render.report import write_report
@@ -791,7 +792,7 @@ def render(
         raise typer.Exit(2)
     try:
         options = RenderOptions.from_settings(settings, out_dir=out, data_dir=data)
-    except PathRuleError as exc:
+    except (PathRuleError, EnvironmentRuleError) as exc:
         err.print(f"[red]config error:[/red] {exc}")
         raise typer.Exit(2) from exc
     if workers is not None:
@@ -843,6 +844,12 @@ def render(
         table.add_row(f"  stale: {reason}", str(count))
     for status in ("same", "changed", "failed", "new"):
         table.add_row(f"cells {status}", str(summary["cells"].get(status, 0)))
+    for change, count in summary["changes"].items():
+        if count:
+            table.add_row(f"  {change}" + (" (format only, not badged)" if change == "format" else ""), str(count))
+    for env, modules in summary["missing_modules"].items():
+        shown = ", ".join(f"{m['module']} ({m['brings_back']})" for m in modules[:5])
+        table.add_row(f"missing modules [{env}] (notebooks brought back)", shown)
     table.add_row("notebooks/min", f"{len(results) * 60 / max(elapsed, 1e-9):.1f}")
     err.print(table)
     if report is not None:

@@ -115,6 +115,12 @@ class RenderSettings:
     out_dir: str | None = None  # default <index>/renders
     backend: str = "kernel"  # "kernel" (IPython in bubblewrap) or "pyodide" (Pyodide in Node.js in bubblewrap)
     pyodide_wheels: str | None = None  # local folder of wheels the pyodide backend may load (nothing downloads)
+    # [[render.environment]] name = .., python = .. (or env = ..), path / kernel / language_version = ..: which
+    # interpreter runs which notebooks (first match wins; see nbrecall.render.environments)
+    environment: list[dict[str, str]] = field(default_factory=list)
+    project_kernel_config: bool = True  # load a project's ipython_kernel_config.py (notebook folder or above)
+    pin_display: bool = True  # draw figures at the dpi and default size the stored figures show
+    image_threshold: float = 0.38  # perceptual: changed area above which a figure differs (render/images.py)
 
 
 @dataclass

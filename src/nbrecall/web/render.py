@@ -288,12 +288,20 @@ class CellView:
     prompts: list[str] = field(default_factory=list)
     render_status: str | None = None  # same / changed / failed / new, when a stored render compared this cell
     render_detail: str = ""  # the fresh error or a short diff
+    render_change: str = ""  # values / text / figure / error / random / format (render.compare.CHANGE_CLASSES)
     fresh_outputs: list[Markup] | None = None  # set when the page shows original and re-rendered side by side
     fresh_prompts: list[str] = field(default_factory=list)
 
     @property
     def anchor(self) -> str:
         return f"cell-id={self.cell_id}"
+
+    @property
+    def render_badge(self) -> str:
+        """The cell badge: `changed · values`, `changed · random`; a format-only cell is just `same`."""
+        if self.render_status == "changed" and self.render_change:
+            return f"changed · {self.render_change}"
+        return self.render_status or ""
 
     @property
     def side_by_side(self) -> bool:
@@ -472,6 +480,7 @@ def _attach_render(
         comparison = compared.get(cell.cell_id)
         if comparison is not None:
             cell.render_status, cell.render_detail = comparison.status, comparison.detail
+            cell.render_change = comparison.change
     side_by_side = False
     if matched is not None:
         for cell in views:
