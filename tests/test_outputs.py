@@ -199,7 +199,9 @@ def test_image_caption_from_markdown_above() -> None:
     (out,) = rendered("plt.plot(x)\nplt.show()", image_output(), markdown_above=md)
     assert out.text == "[figure: image/png, 3.0 KB] The plot below shows ballast per tank."
     (out,) = rendered("plt.plot(x)", image_output(), markdown_above="# Heading only\n```\ncode\n```")
-    assert out.text.endswith("] Heading only")
+    assert out.text == "[figure: image/png, 3.0 KB]"  # a heading that is not about the figure is no caption
+    (out,) = rendered("plt.plot(x)", image_output(), markdown_above="## Plot of the raw data\n```\ncode\n```")
+    assert out.text.endswith("] Plot of the raw data")
     (out,) = rendered("plt.plot(x)", image_output())
     assert out.text == "[figure: image/png, 3.0 KB]"
 
@@ -208,7 +210,8 @@ def test_figure_caption_rules() -> None:
     assert figure_caption("df.plot(title='Daily load')", None) == "Daily load"
     assert figure_caption("fig.suptitle('A')\nax.set(xlabel='t', ylabel='v')", None) == "A (x: t, y: v)"
     assert figure_caption("print 'py2'\nplt.title('Kept')", None) == "Kept"  # offending line masked
-    assert figure_caption("def (:\n", "Fallback sentence.") == "Fallback sentence."
+    assert figure_caption("def (:\n", "The figure shows the fallback.") == "The figure shows the fallback."
+    assert figure_caption("def (:\n", "Fallback sentence.") is None  # not about a figure
     assert figure_caption("plt.plot(x)", None) is None
     assert figure_caption("", "") is None
 
@@ -258,7 +261,9 @@ def test_plain_latex_markdown_kept_when_small_else_head_tail() -> None:
     small = render_output(Output("execute_result", data={"text/plain": "3803.0", "text/html": "<b>3</b>"}))
     assert (small.kind, small.text, small.mime) == ("text", "3803.0", "text/plain")
     latex = render_output(Output("execute_result", data={"text/latex": "$x^2$", "text/plain": "x**2"}))
-    assert (latex.text, latex.mime) == ("$x^2$", "text/latex")
+    assert (latex.text, latex.mime) == ("x**2", "text/plain")  # one line of plain text says it best
+    art = render_output(Output("execute_result", data={"text/latex": "$x^2$", "text/plain": " 2\nx "}))
+    assert (art.text, art.mime) == ("$x^2$", "text/latex")  # a pretty-printed 2-D form does not
     md = render_output(Output("display_data", data={"text/markdown": "**done**"}))
     assert md.text == "**done**"
     long_text = "\n".join(f"value {i}" for i in range(500))
