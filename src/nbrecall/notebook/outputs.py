@@ -728,9 +728,9 @@ def _html_image(html: str, caption: str | None) -> FigureRef | None:
 def _render_display(output: Output, caption: str | None, limits: OutputLimits,
                     original: int) -> RenderedOutput:
     """Pick the most informative representation: widget marker (with the widget's own text) > DataFrame >
-    image > markdown > latex/json (except that a one-line plain text beats LaTeX: `0.5`, not
-    `$\\displaystyle 0.5$`) > interactive marker > plain text that is more than an object's repr > the visible
-    text of HTML (or its image) > an object repr > marker for whatever else."""
+    image (unless it typesets a LaTeX form) > markdown > latex/json (a one-line plain text beats LaTeX: `0.5`,
+    not `$\\displaystyle 0.5$`) > interactive marker > plain text that is more than an object's repr > the
+    visible text of HTML (or its image) > an object repr > marker for whatever else."""
     data = output.data if isinstance(output.data, dict) else {}
     mimes = [m for m in data if isinstance(m, str)]
     if not mimes:
@@ -756,7 +756,9 @@ def _render_display(output: Output, caption: str | None, limits: OutputLimits,
 
     image = next((m for m in _IMAGE_MIMES if m in data), None)
     image = image or next((m for m in mimes if m.startswith("image/")), None)
-    if image is not None:
+    # An image beside a LaTeX form is the formula typeset as a picture (sympy's `init_printing(use_latex="png")`):
+    # its text is the content (`{A: 4, B: -2, C: -6}`), the picture only a rendering of it.
+    if image is not None and not (isinstance(data.get("text/latex"), str) and data["text/latex"].strip()):
         figure = _figure_from_value(image, data[image], caption, "output")
         return RenderedOutput("figure", _figure_text(figure), original, figure=figure, mime=image)
 
