@@ -114,6 +114,17 @@ def fence_label(language: str) -> str:
     return words[0] if words else ""
 
 
+def _alt_text(caption: str | None) -> str:
+    """A caption as an image's alt text: one line; brackets kept when balanced (`(x: time [h])`), else escaped."""
+    text = " ".join((caption or "").split()) or "figure"
+    depth = 0
+    for ch in text:
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if depth < 0:
+            break
+    return text if depth == 0 else text.replace("[", "\\[").replace("]", "\\]")
+
+
 class _FigureWriter:
     """Names figure files `cell<index>-<n>.<ext>` and rewrites placeholders to point at them."""
 
@@ -129,18 +140,16 @@ class _FigureWriter:
         self.files[name] = figure.data
         return f"{self.files_dir}/{name}"
 
-    def placeholder(self, cell: Cell, figure: FigureRef, with_caption: bool = True) -> str:
-        """`![caption](NAME_files/cell5-1.png)` (the caption only for outputs: markdown images keep their alt text
-        in place after the mark). A broken image (empty, undecodable) is reported and not written."""
+    def placeholder(self, cell: Cell, figure: FigureRef) -> str:
+        """`![caption](NAME_files/cell5-1.png)`: an output's caption, a markdown image's alt text. A broken image
+        (empty, undecodable) is reported and not written."""
         if figure.broken:
             where = "an attachment" if figure.source == "attachment" else f"an {figure.source.replace('-', ' ')}"
             self.broken.append(f"Cell [{cell.index}]: {where} {figure.mime} image is empty or not valid "
                                f"({human_size(figure.size_bytes)} of data): reported, not written")
             return f"[broken {figure.mime} image, not written]"
         link = self.add(cell, figure)
-        caption = figure.caption if with_caption else None
-        alt = re.sub(r"[\[\]\n]", " ", caption).strip() if caption else "figure"
-        return f"![{alt}]({link})"
+        return f"![{_alt_text(figure.caption)}]({link})"
 
 
 def _markdown_above(nb: Notebook, index: int) -> str | None:
@@ -220,7 +229,7 @@ def convert_notebook(
         else:
             text, found = extract_markdown_images(cell.source, cell.attachments)
             for number, figure in enumerate(found, start=1):
-                text = _replace_mark(text, number, figures.placeholder(cell, figure, with_caption=False))
+                text = _replace_mark(text, number, figures.placeholder(cell, figure), figure.caption)
             record.figures = len(found)
             if not text.strip():
                 lines.pop()  # an empty cell: its header says all there is
@@ -245,10 +254,14 @@ def convert_notebook(
     )
 
 
-def _replace_mark(text: str, number: int, replacement: str) -> str:
+def _replace_mark(text: str, number: int, replacement: str, alt: str | None = None) -> str:
+    """Put `replacement` where mark N is; the alt text after the mark is in the image itself (`![alt](…)`)."""
     for match in FIGURE_PLACEHOLDER_RE.finditer(text):
         if int(match.group(1)) == number:
-            return text[: match.start()] + replacement + text[match.end() :]
+            end = match.end()
+            if alt and text.startswith(f" {alt}", end):
+                end += len(alt) + 1
+            return text[: match.start()] + replacement + text[end:]
     return text
 
 
@@ -300,8 +313,10 @@ def _code_cell(
     for note in order_notes.get(cell.index, []):
         lines.append(f"> ⚠ {note}")
         record.notes.append(note)
+    if cell.index in analysis.order.never_run:
+        record.notes.append("never run in the saved notebook")  # the header's `In[ ]` says it there
     for warning in dep_warnings.get(cell.index, []):
-        lines.append(f"> ⚠ {warning.removeprefix(f'Cell [{cell.index}] ')}")
+        lines.append("> ⚠ " + re.sub(r"Cell \[(\d+)\]", r"Cell \1", warning.removeprefix(f"Cell [{cell.index}] ")))
     deps = analysis.cells.get(cell.index)
     if deps is not None and deps.parse_error:
         lines.append(f"> ⚠ not parsed as Python ({deps.parse_error}): no hints")
