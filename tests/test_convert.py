@@ -578,3 +578,97 @@ def test_odd_but_valid_outputs_do_not_stop_a_conversion() -> None:
     assert "## Cell 2 raw id:c\n" in result.markdown
     assert "attachment:missing.png" in result.markdown  # a missing attachment stays as written
     assert "\x1b" not in result.markdown
+
+
+# ---------------------------------------------------------------------------------------------------------
+# facts that hold, informative outputs, the default folder (issue 15)
+
+
+def _convert_json(cells: list[dict], metadata: dict | None = None, minor: int = 5) -> ConvertedNotebook:
+    nb_json = {"nbformat": 4, "nbformat_minor": minor, "metadata": metadata or {}, "cells": cells}
+    return convert_notebook(read_notebook_bytes(json.dumps(nb_json).encode(), "facts.ipynb"), "facts")
+
+
+def test_headers_of_empty_and_markdown_only_notebooks_claim_no_run() -> None:
+    empty = _convert_json([])
+    assert empty.markdown.split("\n")[2] == "> nbformat 4.5 · kernel unknown · 0 cells"
+    prose = _convert_json([{"id": "m", "cell_type": "markdown", "metadata": {}, "source": "# Notes"}])
+    line = prose.markdown.split("\n")[2]
+    assert line == "> nbformat 4.5 · kernel unknown · 1 cells (1 markdown)"
+    assert "ran" not in prose.markdown and "health" not in prose.markdown and "executed" not in prose.markdown
+
+
+def test_kernel_facts_and_one_word_fence_labels() -> None:
+    wolfram = _convert_json(
+        [{"id": "w", "cell_type": "code", "metadata": {}, "source": "Plot[Sin[x], {x, 0, 2 Pi}]",
+          "execution_count": 1, "outputs": []}],
+        {"kernelspec": {"name": "wolframlanguage13", "language": "Wolfram Language", "display_name": "WL 13"},
+         "language_info": {"name": "Wolfram Language", "version": "13.1"}})
+    assert "· kernel wolframlanguage13 (wolfram language 13.1) ·" in wolfram.markdown
+    assert "```wolfram\nPlot[Sin[x]" in wolfram.markdown
+
+
+def test_raw_cells_show_their_mimetype_and_unknown_cells_are_raw() -> None:
+    raw = _convert_json([{"id": "r", "cell_type": "raw", "metadata": {"raw_mimetype": "text/restructuredtext"},
+                          "source": "Title\n====="}])
+    assert "## Cell 0 raw text/restructuredtext id:r\n\n```restructuredtext\nTitle\n=====\n```" in raw.markdown
+    future = _convert_json([{"id": "q", "cell_type": "quiz", "metadata": {}, "source": "2 + 2?"}], minor=99)
+    assert "## Cell 0 raw (unknown cell type 'quiz', shown raw) id:q" in future.markdown
+    assert any("unknown cell type 'quiz'" in w for w in future.warnings)
+
+
+def test_outputs_that_say_nothing_are_left_out_and_broken_images_reported() -> None:
+    converted = _convert_json([{
+        "id": "p", "cell_type": "code", "metadata": {}, "execution_count": 3,
+        "source": "plt.plot(x)\nplt.title('Load')",
+        "outputs": [
+            {"output_type": "execute_result", "execution_count": 3, "metadata": {},
+             "data": {"text/plain": "[<matplotlib.lines.Line2D at 0x7f0c5a1b2c40>]"}},
+            {"output_type": "execute_result", "execution_count": 3, "metadata": {},
+             "data": {"text/plain": "Text(0.5, 1.0, 'Load')"}},
+            {"output_type": "stream", "name": "stdout", "text": ""},
+            {"output_type": "display_data", "metadata": {}, "data": {"image/png": "", "text/plain": "<Figure>"}},
+            {"output_type": "stream", "name": "stdout", "text": "peak 12.5 kN\n"},
+        ]}], {"language_info": {"name": "python"}})
+    body = section(converted.markdown, 0)
+    assert "Line2D" not in body and "Text(0.5" not in body
+    assert body.count("```output") == 1 and "peak 12.5 kN" in body
+    assert "[broken image/png image, not written]" in body
+    assert converted.files == {}
+    assert any("Cell [0]" in w and "not written" in w for w in converted.warnings)
+
+
+def test_a_cell_id_repair_is_noted_in_the_report() -> None:
+    converted = _convert_json([
+        {"id": "same", "cell_type": "markdown", "metadata": {}, "source": "a"},
+        {"id": "same", "cell_type": "markdown", "metadata": {}, "source": "b"}])
+    assert "## Cell 0 markdown id:same\n" in converted.markdown
+    assert "## Cell 1 markdown\n" in converted.markdown  # derived: in the report's cell map only
+    assert any("duplicate cell id" in w for w in converted.warnings)
+
+
+def test_convert_writes_to_a_folder_in_the_working_directory_not_the_archive(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "archive" / "sub"
+    archive.mkdir(parents=True)
+    (archive / "good.ipynb").write_bytes((ARCHIVE / SAMPLES["old_coefficients"]).read_bytes())
+    bad = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+           "cells": [{"id": "not valid!", "cell_type": "markdown", "metadata": {}, "source": "x"}]}
+    (archive / "bad.ipynb").write_text(json.dumps(bad), encoding="utf-8")  # nbformat's validator rejects the id
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = CliRunner().invoke(app, ["convert", str(tmp_path / "archive")])
+    assert result.exit_code == 0, result.output  # some converted: 0, the unreadable one listed
+    assert sorted(p.name for p in archive.iterdir()) == ["bad.ipynb", "good.ipynb"]  # nothing written there
+    outdir = work / "nbrecall-converted"
+    assert (outdir / "sub" / "good.md").is_file() and (outdir / "sub" / "good.report.md").is_file()
+    lines = result.stderr.splitlines()
+    assert f"output folder: {outdir} (1 of 2 notebook(s) written)" in lines  # on one line: not wrapped
+    unreadable = next(line for line in lines if line.startswith("unreadable"))
+    assert "bad.ipynb" in unreadable and "'^[a-zA-Z0-9-_]+$'" in unreadable  # brackets are text, not markup
+    only_bad = CliRunner().invoke(app, ["convert", str(archive / "bad.ipynb"), "-o", str(tmp_path / "o")])
+    assert only_bad.exit_code == 1  # nothing converted
+    assert "convert never writes" not in result.output
+    help_text = _flat(CliRunner().invoke(app, ["convert", "--help"], env=WIDE).output)
+    assert "Exit code: 0 when every notebook was converted" in help_text and "nbrecall-converted" in help_text

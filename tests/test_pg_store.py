@@ -128,7 +128,7 @@ PARITY_QUERIES = [
     "heights of males and females",
     "height height male",
     "won y ll table of 5 and 7",
-    "☃", "360°", "€ price", "数据", "東京", "研究", "분석", "✓ → 😀", "résumé café", "snowman ☃",
+    "☃", "360°", "€ price", "数据", "東京", "研究", "분석", "✓ → 😀", "résumé café Karman", "snowman ☃",
 ]
 
 

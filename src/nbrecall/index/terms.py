@@ -8,13 +8,14 @@ Python, the same for LanceDB and PostgreSQL (their BM25 scores stay equal):
 
 - every non-ASCII symbol (Unicode categories Sm, Sc, Sk, So) the term `u` + its code point (`☃` → `u2603`);
 - every run of CJK characters its overlapping pairs (`数据分析` → `数据 据分 分析`; one character stays
-  itself), as search engines without a dictionary index CJK (Lucene's CJK bigrams);
-- every word with accented Latin letters its folded form (`résumé` → `resume`): the tokenizer stems before it
-  folds, so `résumé` was indexed as `resume` and the query `resume`, stemmed, as `resum`: no match.
+  itself), as search engines without a dictionary index CJK (Lucene's CJK bigrams).
 
 A stored chunk keeps its text; the terms go on a line at the end of its header (the part before the first blank
 line, which snippets skip), counted as often as the text has them. A query has its symbols and CJK runs
-replaced by their terms (and accented words by their folded form).
+replaced by their terms. Accented words need nothing: both stores fold them, so `température` finds
+`température` and so does `temperature`. (Not every one: LanceDB stems before it folds and PostgreSQL after, so
+`resume` does not find `résumé` in LanceDB; a folded term for such words would score differently in the two
+stores, whose bodies already tokenize `résumé` apart, so none is added.)
 """
 
 from __future__ import annotations
@@ -28,9 +29,6 @@ _CJK_RUN = re.compile(
     "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0003134f]+"
 )
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
-_ACCENTED_WORD = re.compile(r"[^\W\d_]*[À-ɏ][^\W\d_]*")  # a word with a letter of the Latin-1..Extended-B blocks
-_FOLD = str.maketrans({"ø": "o", "Ø": "O", "đ": "d", "Đ": "D", "ł": "l", "Ł": "L", "ı": "i", "ħ": "h", "Ħ": "H",
-                       "ð": "d", "Ð": "D", "ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "þ": "th"})
 _TERMS_MAX_CHARS = 20_000  # a chunk of CJK text: its pairs, to this length
 
 
@@ -38,13 +36,6 @@ def _symbol_term(ch: str) -> str | None:
     if ord(ch) < 128 or not unicodedata.category(ch).startswith("S"):
         return None
     return f"u{ord(ch):04x}"
-
-
-def _folded(word: str) -> str | None:
-    """An accented Latin word without its accents (`Kármán` → `Karman`), None when that is not plain ASCII."""
-    decomposed = unicodedata.normalize("NFKD", word.translate(_FOLD))
-    folded = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return folded if folded != word and folded.isascii() and folded.isalpha() else None
 
 
 def _cjk_terms(run: str) -> list[str]:
@@ -62,7 +53,6 @@ def extra_terms(text: str) -> list[str]:
         terms.extend(_cjk_terms(match.group(0)))
         last = match.end()
     terms.extend(t for t in map(_symbol_term, text[last:]) if t)
-    terms.extend(f for f in map(_folded, _ACCENTED_WORD.findall(text)) if f)
     return terms
 
 
@@ -91,7 +81,7 @@ def keyword_query(query: str) -> str:
         out.append(" " + " ".join(_cjk_terms(match.group(0))) + " ")
         last = match.end()
     out.append(_replace_symbols(query[last:]))
-    return _ACCENTED_WORD.sub(lambda m: _folded(m.group(0)) or m.group(0), "".join(out))
+    return "".join(out)
 
 
 def _replace_symbols(text: str) -> str:
