@@ -24,6 +24,7 @@ from nbrecall.notebook.outputs import (
     RenderedOutput,
     extract_markdown_images,
     human_size,
+    markdown_caption,
     names_no_result,
     render_outputs,
 )
@@ -140,8 +141,9 @@ class _FigureWriter:
         self.files[name] = figure.data
         return f"{self.files_dir}/{name}"
 
-    def placeholder(self, cell: Cell, figure: FigureRef) -> str:
-        """`![caption](NAME_files/cell5-1.png)`: an output's caption, a markdown image's alt text. A broken image
+    def placeholder(self, cell: Cell, figure: FigureRef, said_above: str | None = None) -> str:
+        """`![caption](NAME_files/cell5-1.png)`: an output's caption, a markdown image's alt text; a caption that is
+        `said_above` (the markdown cell right above, already in the document) is not repeated. A broken image
         (empty, undecodable) is reported and not written."""
         if figure.broken:
             where = "an attachment" if figure.source == "attachment" else f"an {figure.source.replace('-', ' ')}"
@@ -149,7 +151,8 @@ class _FigureWriter:
                                f"({human_size(figure.size_bytes)} of data): reported, not written")
             return f"[broken {figure.mime} image, not written]"
         link = self.add(cell, figure)
-        return f"![{_alt_text(figure.caption)}]({link})"
+        caption = figure.caption if figure.caption != said_above else None
+        return f"![{_alt_text(caption)}]({link})"
 
 
 def _markdown_above(nb: Notebook, index: int) -> str | None:
@@ -162,10 +165,11 @@ def _markdown_above(nb: Notebook, index: int) -> str | None:
     return None
 
 
-def _render_output(rendered: RenderedOutput, cell: Cell, figures: _FigureWriter) -> str | None:
+def _render_output(rendered: RenderedOutput, cell: Cell, figures: _FigureWriter,
+                   said_above: str | None = None) -> str | None:
     """One output as markdown; None when it says nothing (empty, or a repr that names no result)."""
     if rendered.figure is not None:
-        return figures.placeholder(cell, rendered.figure)
+        return figures.placeholder(cell, rendered.figure, said_above)
     if not rendered.text.strip():
         return None
     if rendered.kind in ("table", "marker"):
@@ -326,10 +330,12 @@ def _code_cell(
         lines.append(fenced(cell.source, fence_label(nb.language)))
     else:
         lines.pop()  # an empty cell: its header says all there is
-    rendered = render_outputs(cell, markdown_above=_markdown_above(nb, cell.index), limits=limits,
-                              tree=analysis.trees.get(cell.source))
+    above = _markdown_above(nb, cell.index)
+    tree = analysis.trees.get(cell.source)
+    rendered = render_outputs(cell, markdown_above=above, limits=limits, tree=tree)
+    said_above = markdown_caption(above, cell.source, tree) if any(r.figure for r in rendered) else None
     for item in rendered:
-        text = _render_output(item, cell, figures)
+        text = _render_output(item, cell, figures, said_above)
         record.output_chars_before += item.original_chars
         record.figures += item.figure is not None and not item.figure.broken
         if text is None:

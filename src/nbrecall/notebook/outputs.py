@@ -43,6 +43,7 @@ __all__ = [
     "html_to_text",
     "human_size",
     "is_object_repr",
+    "markdown_caption",
     "names_no_result",
     "render_output",
     "render_outputs",
@@ -510,7 +511,7 @@ def _is_prose(segment: str) -> bool:
     return len(alphabetic) >= 3 and len(alphabetic) >= 0.6 * len(words) and not _CALL_LIKE.search(segment)
 
 
-def _markdown_caption(markdown: str | None, code: str = "", tree: ast.Module | None = None) -> str | None:
+def markdown_caption(markdown: str | None, code: str = "", tree: ast.Module | None = None) -> str | None:
     """A sentence (or heading) of the markdown just above a figure's cell that is about what is drawn: prose that
     speaks of a drawing (`_DRAWN_WORD`) or names what the code plots (a word of its names or strings). The last
     such among the final three; None when the markdown is about something else ("Note that the problem is
@@ -530,10 +531,10 @@ def _markdown_caption(markdown: str | None, code: str = "", tree: ast.Module | N
 def figure_caption(code: str, markdown_above: str | None, tree: ast.Module | None = None) -> str | None:
     """Caption for a cell's figures: the titles and axis labels its code sets (the most exact words: "Ballast
     distribution along the hull (x: …)" where the heading above says "Distribution plot"), else the markdown just
-    above when it is about the figure (`_markdown_caption`), else None. `tree` is the code's syntax tree when the
+    above when it is about the figure (`markdown_caption`), else None. `tree` is the code's syntax tree when the
     caller has it (`Analysis.trees`)."""
     try:
-        return _code_caption(code, tree) or _markdown_caption(markdown_above, code, tree)
+        return _code_caption(code, tree) or markdown_caption(markdown_above, code, tree)
     except Exception:  # a caption is a nicety; odd input must never stop a conversion
         return None
 
