@@ -169,7 +169,7 @@ def test_derived_ids_of_old_files_are_only_in_the_report(converted: dict[str, Co
     assert all(c.id_is_synthetic for c in nb.cells)
     assert "## Cell 0 markdown\n" in markdown and " id:" not in markdown
     report = next(p for p in result.written if p.name.endswith(".report.md")).read_text(encoding="utf-8")
-    assert f"| 0 | `{nb.cells[0].id}` | markdown |" in report and nb.cells[0].id.startswith("c0-")
+    assert f"| 0 | `{nb.cells[0].id}` *derived* | markdown |" in report and nb.cells[0].id.startswith("c0-")
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -395,9 +395,10 @@ def test_report_has_cell_map_sizes_and_limits(name: str, converted: dict[str, Co
     report = report_path.read_text(encoding="utf-8")
     assert report.startswith(f"# Fidelity report: {SAMPLES[name]}\n")
 
-    rows = re.findall(r"^\| (\d+) \| `([^`]+)` \| (code|markdown|raw) \| ([^|]*) \|", report, re.M)
-    assert [(int(i), cid, kind) for i, cid, kind, _ in rows] == [(c.index, c.id, c.cell_type) for c in nb.cells]
-    for (_, _, kind, count), cell in zip(rows, nb.cells, strict=True):
+    rows = re.findall(r"^\| (\d+) \| `([^`]+)`( \*derived\*)? \| (code|markdown|raw) \| ([^|]*) \|", report, re.M)
+    assert [(int(i), cid, bool(derived), kind) for i, cid, derived, kind, _ in rows] == [
+        (c.index, c.id, c.id_is_synthetic, c.cell_type) for c in nb.cells]
+    for (_, _, _, kind, count), cell in zip(rows, nb.cells, strict=True):
         if kind == "code":
             assert count.strip() == (str(cell.execution_count) if cell.execution_count is not None else "—")
 

@@ -59,6 +59,7 @@ class CellRecord:
     output_chars_after: int
     figures: int
     notes: list[str] = field(default_factory=list)
+    derived_id: bool = False  # made from index and source: the notebook has none (or a duplicate) for the cell
 
 
 @dataclass
@@ -226,7 +227,8 @@ def convert_notebook(
         lines.append(compact_header(cell))
         lines.append("")
         record = CellRecord(
-            cell.index, cell.id, cell.cell_type, cell.execution_count, len(cell.source), 0, 0, 0
+            cell.index, cell.id, cell.cell_type, cell.execution_count, len(cell.source), 0, 0, 0,
+            derived_id=cell.id_is_synthetic,
         )
         if cell.is_code:
             _code_cell(nb, cell, analysis, limits, figures, order_notes, dep_warnings, lines, record)
