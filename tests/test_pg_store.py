@@ -52,10 +52,10 @@ def store(pg_url: str, pg_schema: str) -> PgStore:
 def test_schema_is_created_once_versioned_and_checks_the_dimension(pg_url: str, pg_schema: str) -> None:
     first = PgStore.connect(pg_url, DIM, pg_schema)
     again = PgStore.connect(pg_url, DIM, pg_schema)  # idempotent
-    assert again.db.version("store") == (2, DIM)
+    assert again.db.version("store") == (3, DIM)
     assert first.db.execute("SHOW hnsw.iterative_scan").fetchone()[0] == "relaxed_order"
     moved = PgStore.connect(pg_url, 16, pg_schema)  # empty: the column follows the model
-    assert moved.db.version("store") == (2, 16)
+    assert moved.db.version("store") == (3, 16)
     moved.replace_notebooks([], [chunk("c1", "s1", "text", np.ones(16, dtype=np.float32))])
     with pytest.raises(StoreUnavailable, match="holds 16-dimensional vectors but the embedding model gives 8"):
         PgStore.connect(pg_url, DIM, pg_schema)
