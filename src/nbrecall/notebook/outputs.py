@@ -488,8 +488,8 @@ def _markdown_segments(markdown: str) -> list[tuple[str, bool]]:
 
 
 def _code_words(code: str, tree: ast.Module | None = None) -> set[str]:
-    """The words of what a cell's code names itself, its variables and strings (`loss_per_epoch` → loss, per,
-    epoch; `'Ballast volume'`), lower-cased; not the library's functions and attributes (`set_title`)."""
+    """The words of what a cell's code names: variables, attributes and the functions it calls, and its strings
+    (`loss_per_epoch` → loss, per, epoch; `pyplot.quiver(…)` → quiver; `'Ballast volume'`), lower-cased."""
     tree = tree or _parse_code(code) if isinstance(code, str) and code.strip() else None
     if tree is None:
         return set()
@@ -497,6 +497,8 @@ def _code_words(code: str, tree: ast.Module | None = None) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             found.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.append(node.attr)
         elif isinstance(node, ast.arg):
             found.append(node.arg)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) <= 500:
