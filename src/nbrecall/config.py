@@ -97,6 +97,29 @@ class AnswerSettings:
 
 
 @dataclass
+class VisionSettings:
+    """The figure describer (`nbrecall.vision`): off by default. `ocr` reads the text drawn in a figure with
+    Tesseract (offline); `openai` asks an OpenAI-compatible chat endpoint that accepts images (vLLM, Ollama,
+    llama.cpp server, a hosted API). Its API key never lives here: $NBRECALL_VISION_API_KEY, else the key stored
+    with `nbrecall key set --for vision` (Fernet-encrypted, as the LLM's)."""
+
+    kind: str = ""  # "" (off), "ocr" or "openai"
+    url: str | None = None  # OpenAI-compatible base URL, for kind = "openai" (e.g. http://localhost:11434/v1)
+    model: str | None = None
+    languages: str = "eng"  # Tesseract language packs, "eng+deu"
+    prompt: str = ""  # "" : the built-in prompt (what is plotted, axes, units, trends, notable values)
+    connect_timeout: float = 5.0  # seconds to open a connection
+    timeout: float = 60.0  # seconds for one figure (OCR: one Tesseract run)
+    retries: int = 2  # extra attempts on connection errors, time-outs, 429 and 5xx
+    backoff: float = 0.5  # seconds before the first retry, doubled each time
+    concurrency: int = 2  # figures described at once (Tesseract processes or requests in flight)
+    batch_notebooks: int = 8  # notebooks described, then re-indexed with their descriptions, per step
+    max_tokens: int = 300  # longest description asked of the model
+    max_failures_in_a_row: int = 5  # an endpoint failing this often stops describing for this run
+    max_attempts: int = 3  # runs that try a figure before it stays failed
+
+
+@dataclass
 class RenderSettings:
     """Re-rendering in a sandbox (DESIGN §9, `nbrecall render`); see `nbrecall.render.paths` for `path_map`."""
 
@@ -178,6 +201,7 @@ class Settings:
     embed: EmbedConfig = field(default_factory=EmbedConfig)
     retrieve: RetrieveSettings = field(default_factory=RetrieveSettings)
     answer: AnswerSettings = field(default_factory=AnswerSettings)
+    vision: VisionSettings = field(default_factory=VisionSettings)
     render: RenderSettings = field(default_factory=RenderSettings)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
@@ -244,6 +268,11 @@ def load_settings(config: str | Path | None = None, env: dict[str, str] | None =
         settings.embed.model = env["NBRECALL_EMBED_MODEL"]
     if env.get("NBRECALL_LLM_BASE_URL"):
         settings.answer.base_url = env["NBRECALL_LLM_BASE_URL"]
+    if env.get("NBRECALL_VISION_URL"):
+        settings.vision.kind = "openai"
+        settings.vision.url = env["NBRECALL_VISION_URL"]
+    if env.get("NBRECALL_VISION_MODEL"):
+        settings.vision.model = env["NBRECALL_VISION_MODEL"]
     if env.get("NBRECALL_LLM_MODEL"):
         settings.answer.model = env["NBRECALL_LLM_MODEL"]
     return settings

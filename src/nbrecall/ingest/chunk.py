@@ -18,6 +18,7 @@ from nbrecall.notebook.analysis import Analysis, mask_magics
 from nbrecall.notebook.model import Cell, Notebook
 from nbrecall.notebook.outputs import (
     NOISE_REPR,
+    FigureRef,
     OutputLimits,
     RenderedOutput,
     extract_markdown_images,
@@ -29,7 +30,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 # Bump when chunk texts change: the next index run re-chunks every notebook (unchanged texts keep their vectors).
 # 3: a cell under its window budget is never split (counted whole, not line by line)
 # 4: keyword text carries the notebook's context line (title, data paths, compound classes)
-CHUNKER_VERSION = 5  # 5: informative output reprs (HTML over object reprs, widgets' text), figure captions
+# 5: informative output reprs (HTML over object reprs, widgets' text), figure captions
+CHUNKER_VERSION = 6  # 6: images pasted into markdown (attachments, data URIs) are figure chunks; figures' image hashes
 
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 _SCALAR_MAX_CHARS = 160
@@ -49,6 +51,7 @@ class Chunk:
     text: str
     embed_text: str
     seq: int = 0
+    images: list[str] = field(default_factory=list)  # SHA-256 of the raster images a figure chunk shows
 
     @property
     def anchor_id(self) -> str:
@@ -327,6 +330,8 @@ def _typed_chunks(
         prose_by_cell[cell.index] = last_prose
     chunks: list[Chunk] = []
     for cell in nb.cells:
+        if cell.is_markdown and (cell.attachments or "data:" in cell.source):
+            chunks.extend(_markdown_figure_chunks(cell, header, heading_by_cell.get(cell.index, ""), counted))
         if not cell.is_code:
             continue
         heading = heading_by_cell.get(cell.index, "")
@@ -345,7 +350,7 @@ def _typed_chunks(
             elif item.kind == "figure" and item.figure is not None:
                 caption = item.figure.caption or _comment_text(cell.source)
                 text = f"{head}\n\nfigure: {caption}\n{context}\n\ncode:\n{cell.source.strip()}"
-                chunks.append(Chunk("figure", *ref, cell.index, heading, text, text))
+                chunks.append(Chunk("figure", *ref, cell.index, heading, text, text, images=_images(item.figure)))
             elif item.kind in ("text", "stream") and item.name != "stderr":
                 value = item.text.strip()
                 if (
@@ -360,6 +365,30 @@ def _typed_chunks(
                     chunks.append(
                         Chunk("scalar", *ref, cell.index, heading, text, f"{head}\n\n{shown}\n{context}")
                     )
+    return chunks
+
+
+def _images(figure: FigureRef) -> list[str]:
+    """The image hash of a figure a describer can read (raster, not broken); [] for SVG, PDF, broken ones."""
+    from nbrecall.vision.describe import describable, image_sha
+
+    return [image_sha(figure.data)] if not figure.broken and describable(figure.mime, figure.data) else []
+
+
+def _markdown_figure_chunks(cell: Cell, header: str, heading: str, counted: _Counted) -> list[Chunk]:
+    """Images pasted into a markdown cell (attachments, data URIs: drawings, screenshots, scans) as figure chunks
+    anchored at that cell: caption = the image's alt text, else the cell's own words."""
+    _text, figures = extract_markdown_images(cell.source, cell.attachments)
+    prose = counted.text.get(cell.index, "")
+    head = f"{header}\n{heading}".rstrip()
+    chunks = []
+    for figure in figures:
+        if figure.broken:
+            continue
+        caption = figure.caption or " ".join(prose.split())[:200]
+        text = f"{head}\n\nfigure: {caption}\n{prose[:400]}"
+        chunks.append(Chunk("figure", [cell.index], [cell.id], cell.index, heading, text, text,
+                            images=_images(figure)))
     return chunks
 
 

@@ -10,6 +10,10 @@ with the vectors the embedding cache already has; the rest are queued in the man
 notebook is keyword-searchable as soon as its batch is written. Phase 2 embeds the queue, most recent and healthiest
 notebooks first, in length-sorted batches, and stores the vectors; search fuses whatever vectors exist. Killing
 phase 2 loses nothing: the next run resumes the queue.
+
+With a figure describer (`[vision]`), phase 1 also puts cached figure descriptions into figure chunks and queues
+the other images; after the vectors, the describe phase (`nbrecall.vision.phase`) describes the queue and chunks
+those notebooks again, then the new figure chunks get their vectors. It is resumable the same way.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders
 from nbrecall.notebook.analysis import analyse
 from nbrecall.notebook.outputs import OutputLimits
 from nbrecall.notebook.read import read_notebook
+from nbrecall.vision.describe import Describer, fingerprint_part, make_describer
+from nbrecall.vision.phase import FigureReport, FigureWork, describe_waiting
+from nbrecall.vision.store import FigureStore
 
 if TYPE_CHECKING:
     from nbrecall.ingest.worker import BuildOutcome
@@ -71,6 +78,7 @@ class IndexReport:
     vectors_pending: int = 0  # chunks still waiting for a vector when the run ended (resumed by the next run)
     embedded_tokens: int = 0  # word pieces the model read (after its truncation): what embedding cost
     outside_links: list[tuple[str, str]] = field(default_factory=list)  # (rel, target) read through a link
+    figures: FigureReport | None = None  # the describe phase, when a describer is configured
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, stage: str, seconds: float) -> None:
@@ -84,7 +92,8 @@ def _budget(settings: Settings, embedder: Embedder) -> int:
 def fingerprint(settings: Settings, embedder: Embedder) -> str:
     """What the chunks of a notebook depend on besides its content; a change re-chunks the archive."""
     return (f"chunker {CHUNKER_VERSION}; budget {_budget(settings, embedder)}; outputs "
-            f"{settings.chunk.max_output_chars}; model {embedder.model_id}; vectors {settings.embed.enabled}")
+            f"{settings.chunk.max_output_chars}; model {embedder.model_id}; vectors {settings.embed.enabled}"
+            f"{fingerprint_part(settings)}")
 
 
 def build_rows(
@@ -240,30 +249,39 @@ def run_index(
     batch_notebooks: int = 16,
     defer_vectors: bool = False,
     executor: Executor | None = None,
+    describer: Describer | None = None,
 ) -> IndexReport:
     """Index `roots` into `settings.index_dir`; safe to interrupt and re-run.
 
-    `defer_vectors` stops after phase 1 (everything keyword-searchable); a later run embeds the queue.
-    `executor` runs parse/analyse/chunk (`ingest.executor`; default: in this process); the caller closes it."""
+    `defer_vectors` stops after phase 1 (everything keyword-searchable); a later run embeds the queue and
+    describes the figures. `executor` runs parse/analyse/chunk (`ingest.executor`; default: in this process); the
+    caller closes it. `describer` overrides the one `[vision]` configures."""
     report = IndexReport()
     index_dir = settings.index_dir
+    describer = describer if describer is not None else make_describer(settings)
     try:
         with (
             # A shared (PostgreSQL) store takes no folder lock: several indexers may write to it at once.
             nullcontext() if getattr(store, "shared", False) else WriterLock(index_dir),
             closing(open_manifest(settings, store=store)) as manifest,
             closing(EmbeddingCache(index_dir / "embeddings.sqlite")) as cache,
+            closing(FigureStore.of_index(index_dir)) if describer is not None else nullcontext() as figure_store,
         ):
+            figures = FigureWork(describer, figure_store) if describer is not None else None
+            report.figures = figures.report if figures is not None else None
             run_id, interrupted = manifest.begin_run()
             if interrupted:  # before anything is appended: a stray batch of new notebooks would be stored twice
                 report.strays_removed = _sweep_strays(store, manifest)
             _run(roots, settings, embedder, store, manifest, cache, report, progress, batch_notebooks,
-                 executor or InlineExecutor())
-            if settings.embed.enabled and not defer_vectors and manifest.pending_count():
-                fill_vectors(embedder, store, manifest, cache, report, progress)
-                started = time.perf_counter()
-                store.finish_run()
-                report.add_time("keyword + vector index", time.perf_counter() - started)
+                 executor or InlineExecutor(), figures)
+            for phase in ("vectors", "figures", "vectors"):
+                if phase == "figures" and figures is not None and not defer_vectors:
+                    _describe_phase(settings, embedder, store, manifest, cache, report, figures, progress)
+                elif phase == "vectors" and settings.embed.enabled and not defer_vectors and manifest.pending_count():
+                    fill_vectors(embedder, store, manifest, cache, report, progress)
+                    started = time.perf_counter()
+                    store.finish_run()
+                    report.add_time("keyword + vector index", time.perf_counter() - started)
             report.vectors_pending = manifest.pending_count() if settings.embed.enabled else 0
             manifest.end_run(run_id, {
                 "indexed": report.notebooks_indexed,
@@ -280,6 +298,58 @@ def run_index(
             raise
         raise fault from exc
     return report
+
+
+def _describe_phase(
+    settings: Settings,
+    embedder: Embedder,
+    store: Store,
+    manifest: Manifest,
+    cache: EmbeddingCache,
+    report: IndexReport,
+    figures: FigureWork,
+    progress: Progress | None,
+) -> None:
+    """Describe the waiting figures (`vision.phase.describe_waiting`) and chunk their notebooks again, in this
+    process (a few notebooks per step); their figure chunks wait for vectors like any new chunk."""
+    indexed = manifest.indexed_shas()
+    known = manifest.content_shas()
+    started = time.perf_counter()
+
+    def located(sha: str) -> tuple[str, str, Path] | None:
+        for root, rel in manifest.paths_of(sha):
+            path = Path(root) if Path(root).is_file() else Path(root) / rel
+            if path.is_file():
+                return root, rel, path
+        return None
+
+    def load(sha: str):  # type: ignore[no-untyped-def]
+        found = located(sha)
+        if found is None:
+            return None
+        _root, rel, path = found
+        try:
+            if hashlib.sha256(path.read_bytes()).hexdigest() != sha:
+                return None  # changed since this run saw it: the next run indexes the new content
+            nb, _stale, _meta = notebook_for_index(renders_dir(settings), sha, read_notebook(path, display_path=rel))
+            return nb
+        except Exception:  # unreadable now: its figures stay as they are
+            return None
+
+    def reindex(shas: list[str]) -> None:
+        batch = [FileRecord(found[0], found[1], 0, 0, sha) for sha in shas if (found := located(sha))]
+        scratch = IndexReport()  # these notebooks are not counted twice; their time is the describe phase's
+        _index_batch(batch, settings, embedder, store, manifest, cache, scratch, [], known, InlineExecutor(),
+                     figures=figures)
+        report.embed_cache_hits += scratch.embed_cache_hits
+        report.add_time("describe: chunk again", sum(scratch.seconds.values()))
+
+    describe_waiting(
+        figures, indexed, load, reindex, concurrency=settings.vision.concurrency,
+        batch_notebooks=settings.vision.batch_notebooks, max_failures_in_a_row=settings.vision.max_failures_in_a_row,
+        max_attempts=settings.vision.max_attempts, progress=progress,
+    )
+    report.add_time("describe figures", time.perf_counter() - started)
 
 
 def _sweep_strays(store: Store, manifest: Manifest) -> int:
@@ -302,6 +372,7 @@ def _run(
     progress: Progress | None,
     batch_notebooks: int,
     executor: Executor | None = None,
+    figures: FigureWork | None = None,
 ) -> None:
     started = time.perf_counter()
     found = discover(roots, manifest.files(), settings.discover)
@@ -345,7 +416,8 @@ def _run(
             batch = items[start : start + batch_notebooks]
             files = [f for r in batch for f in paths_of.get(r.sha256, [])]
             built = list(itertools.islice(outcomes, len(batch)))
-            _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built)
+            _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built,
+                         figures)
             lacking = report.chunks_written - written_at_refresh
             if indexed_rows is None:
                 indexed_rows = max(store.count() - lacking, 0)
@@ -379,7 +451,8 @@ def _run(
     if lost:  # a shared store: another indexer dropped a content this run took as known (its last file went)
         again = [r for r in found.changed if r.sha256 in lost]
         batch = list({r.sha256: r for r in again}.values())
-        _index_batch(batch, settings, embedder, store, manifest, cache, report, again, known - lost, executor)
+        _index_batch(batch, settings, embedder, store, manifest, cache, report, again, known - lost, executor,
+                     figures=figures)
     orphans = manifest.orphan_shas()
     if orphans:
         with manifest.transaction() as db:  # contents first: on a shared store, only those still orphaned
@@ -506,6 +579,7 @@ def _index_batch(
     known: set[str] | None = None,
     executor: Executor | None = None,
     built: list[BuildOutcome] | None = None,
+    figures: FigureWork | None = None,
 ) -> None:
     """Index `batch` (one record per new content; `built`: its outcomes when the caller already mapped them).
     The store commit comes first; then one manifest transaction records the contents and points their `files`
@@ -530,6 +604,8 @@ def _index_batch(
             report.quarantined.append((file.rel, outcome.reason))
             continue
         chunks, record, cells, rows = outcome.built
+        if figures is not None:  # before the vectors: a figure chunk's vector includes its description
+            figures.apply(file.sha256, chunks, rows, priority(rows[0].year, rows[0].health) if rows else 0.0)
         if settings.embed.enabled and chunks:
             queued = vectors_from_cache(chunks, rows, embedder, cache, report)
             record.n_embedded = len(rows) - len(queued)

@@ -1,0 +1,105 @@
+"""The figure describer interface and the factory that picks one from `[vision]`.
+
+A describer turns one raster image into text a search can match: what Tesseract reads in it (`ocr`), or what a
+vision model says it shows (`openai`). It is called once per distinct image (the cache is keyed by its `id`), never
+raises for one bad image (a `Description` with an error instead), and says up front when it cannot run at all
+(`check` raises `DescriberUnavailable`, said once, and the index run goes on without descriptions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from nbrecall.vision.store import Description
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from nbrecall.config import Settings
+
+# Images a describer is given: raster formats Pillow reads. SVG figures already get their caption from their own
+# text labels (`outputs._svg_labels`); PDFs are not drawn here.
+RASTER_MIMES = frozenset(["image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"])
+MIN_SIDE_PX = 16  # smaller images (icons, spacer GIFs) hold no text worth reading
+MAX_IMAGE_BYTES = 20 * 1024 * 1024  # larger images are not decoded (a pasted scan of that size is rare)
+
+
+class DescriberUnavailable(RuntimeError):
+    """The describer cannot run on this machine (Tesseract not installed, no URL or model configured)."""
+
+
+@dataclass
+class FigureImage:
+    """One image to describe: its bytes and the caption nbrecall already has for it (sent as context)."""
+
+    sha: str
+    mime: str
+    data: bytes
+    caption: str | None = None
+
+
+class Describer(Protocol):
+    id: str  # cache key: kind, engine or model, and what changes the output (languages, endpoint)
+    label: str  # how a chunk names it: "ocr", "vision model llava"
+
+    def check(self) -> None:
+        """Raise `DescriberUnavailable` with what to do when this describer cannot run."""
+
+    def describe(self, image: FigureImage) -> Description:
+        """The description of one image, or a failed `Description` (never raises for one image)."""
+
+
+def image_sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def describable(mime: str, data: bytes) -> bool:
+    """A raster image worth describing (decoding it is left to the describer)."""
+    return mime in RASTER_MIMES and 0 < len(data) <= MAX_IMAGE_BYTES
+
+
+def open_image(data: bytes):  # type: ignore[no-untyped-def]
+    """The image as RGB on white (a transparent PNG's text is dark on nothing), first frame only; None when
+    it is too small to hold text. Raises for bytes Pillow cannot read."""
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = 64_000_000  # a decompression bomb fails here, not in memory
+    with Image.open(io.BytesIO(data)) as img:
+        img.seek(0)
+        if img.width < MIN_SIDE_PX or img.height < MIN_SIDE_PX:
+            return None
+        rgba = img.convert("RGBA")
+    canvas = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+    canvas.alpha_composite(rgba)
+    return canvas.convert("RGB")
+
+
+def make_describer(settings: Settings, env: Mapping[str, str] | None = None) -> Describer | None:
+    """The describer `[vision] kind` names, or None when figures are not described (the default)."""
+    from nbrecall.config import ConfigError
+
+    kind = (settings.vision.kind or "").strip().lower()
+    if kind in ("", "off", "none"):
+        return None
+    if kind == "ocr":
+        from nbrecall.vision.ocr import OcrDescriber
+
+        return OcrDescriber(settings.vision)
+    if kind == "openai":
+        from nbrecall.vision.remote import OpenAIDescriber, resolve_vision_key
+
+        return OpenAIDescriber(settings.vision, api_key=resolve_vision_key(settings, env))
+    raise ConfigError(f"vision.kind: unknown describer {settings.vision.kind!r} (known: \"ocr\", \"openai\")")
+
+
+def fingerprint_part(settings: Settings) -> str:
+    """What of `[vision]` the chunk texts depend on (turning it on or off re-chunks; the engine version does not)."""
+    kind = (settings.vision.kind or "").strip().lower()
+    if kind in ("", "off", "none"):
+        return ""
+    if kind == "openai":
+        return f"; vision openai {settings.vision.model or ''}"
+    return f"; vision {kind} {settings.vision.languages}"
