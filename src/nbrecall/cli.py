@@ -308,7 +308,7 @@ def index(
                 phase.update(stage=stage, since=time.perf_counter())
                 progress.update(task, description=stage)
             rate = done / max(time.perf_counter() - float(phase["since"]), 1e-9)
-            unit = "chunks/s" if stage == "embedding" else "notebooks/s"
+            unit = "chunks/s" if stage == "embedding" else "figures/s" if stage.startswith("describ") else "notebooks/s"
             progress.update(task, completed=done, total=total, rate=f"{rate:.1f} {unit}")
 
         try:
@@ -340,9 +340,14 @@ def index(
         ("notebooks removed", result.notebooks_removed),
     ]:
         table.add_row(label, f"{value:,}")
+    if result.figures is not None:
+        table.add_row("figures described", f"{result.figures.described:,}")
+        table.add_row("figures not described (failed)", f"{result.figures.failed:,}")
     for stage, seconds in result.seconds.items():
         table.add_row(f"time: {stage}", f"{seconds:.1f} s")
     err.print(table)
+    for note in result.figures.notes if result.figures is not None else []:
+        err.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
     for rel, reason in result.quarantined:
         err.print(f"[yellow]quarantined[/yellow] {escape(str(rel))}: {escape(str(reason))}", highlight=False)
 
@@ -472,6 +477,7 @@ def status(
         manifest = open_manifest(settings, readonly=True)
         stats = manifest.stats()
     share = stats["embedded"] / stats["chunks"] if stats["chunks"] else 1.0
+    figures = _figure_counts(settings, manifest)
     if as_json:
         with _index_faults(settings, "reading"):
             quarantine = [
@@ -485,7 +491,7 @@ def status(
         links = [{"path": str(rel), "target": str(target)} for rel, target in last.get("outside_links") or []]
         document = {"index": describe(settings), "counts": counts,
                     "embedding_progress": round(share, 4), "renders": renders, "quarantined": quarantine,
-                    "outside_links": links}
+                    "outside_links": links, "figures": figures}
         sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
         return
     out = _console()
@@ -495,6 +501,10 @@ def status(
     for key, value in stats.items():
         table.add_row(key, f"{value:,}")
     table.add_row("embedding progress", f"{share:.0%}")
+    if figures is not None:
+        for key in ("described", "waiting", "failed"):
+            table.add_row(f"figures {key}", f"{figures[key]:,}")
+        table.add_row("figure description cache", f"{figures['cache_bytes'] / 1024:,.0f} KiB")
     out.print(table)
     renders = manifest.render_counts()
     if renders:
@@ -527,6 +537,23 @@ def status(
             for _root, rel in manifest.paths_of(rec.sha256) or [(rec.root, rec.rel)]:
                 q.add_row(escape(rel), escape(rec.reason))  # `'^[a-zA-Z0-9-_]+$'` is no markup
         out.print(q)
+
+
+def _figure_counts(settings: Settings, manifest) -> dict | None:  # type: ignore[no-untyped-def,type-arg]
+    """Raster figures of the indexed notebooks by description state (None when figures were never described)."""
+    from nbrecall.vision.store import FILE_NAME, FigureStore
+
+    path = settings.index_dir / FILE_NAME
+    if not path.is_file():
+        return None
+    figures = FigureStore(path, readonly=True)
+    try:
+        counts: dict[str, int | str] = dict(figures.counts(manifest.indexed_shas()))
+        counts["cache_bytes"] = figures.cache_bytes()
+        counts["describer"] = settings.vision.kind or "off"
+        return counts
+    finally:
+        figures.close()
 
 
 @app.command("eval")
@@ -755,9 +782,20 @@ key_app = typer.Typer(no_args_is_help=True, help="API keys for the LLM endpoint,
 app.add_typer(key_app, name="key")
 
 
+KeyForOpt = Annotated[str, typer.Option("--for", help="Whose key: llm (answers) or vision (figure describer).")]
+
+
+def _key_name(purpose: str) -> str:
+    if purpose not in ("llm", "vision"):
+        err.print(f"[red]error:[/red] --for {_plain(purpose)}: say llm or vision")
+        raise typer.Exit(2)
+    return purpose
+
+
 @key_app.command("set")
-def key_set(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
-    """Store the LLM API key, encrypted: read from stdin when piped, else from a hidden prompt (never argv).
+def key_set(index_dir: IndexOpt = None, config: ConfigOpt = None, purpose: KeyForOpt = "llm") -> None:
+    """Store the LLM's (or with --for vision, the figure describer's) API key, encrypted: read from stdin when
+    piped, else from a hidden prompt (never argv).
 
     Needs NBRECALL_SECRET_KEY_FILE (a file holding a Fernet key) or NBRECALL_SECRET_KEY.
     """
@@ -774,21 +812,22 @@ def key_set(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
     else:
         api_key = sys.stdin.readline().strip()
     try:
-        path = store_api_key(settings, api_key)
+        path = store_api_key(settings, api_key, name=_key_name(purpose))
     except KeyStoreError as exc:
         err.print(f"[red]refused:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
-    err.print(f"API key stored, encrypted, in {path} (NBRECALL_LLM_API_KEY, when set, still wins)")
+    variable = "NBRECALL_VISION_API_KEY" if _key_name(purpose) == "vision" else "NBRECALL_LLM_API_KEY"
+    err.print(f"API key stored, encrypted, in {path} ({variable}, when set, still wins)")
 
 
 @key_app.command("clear")
-def key_clear(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
-    """Forget the stored LLM API key."""
+def key_clear(index_dir: IndexOpt = None, config: ConfigOpt = None, purpose: KeyForOpt = "llm") -> None:
+    """Forget the stored LLM (or --for vision) API key."""
     from nbrecall.answer.keys import KeyStoreError, clear_api_key, secrets_path
 
     settings = _settings(config, index_dir)
     try:
-        removed = clear_api_key(settings)
+        removed = clear_api_key(settings, name=_key_name(purpose))
     except KeyStoreError as exc:
         err.print(f"[red]error:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
