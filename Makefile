@@ -15,12 +15,15 @@ $(BIN)/nbrecall: pyproject.toml
 
 venv: $(BIN)/nbrecall
 
-# Debian packages the browser test (chromium) and the re-render sandbox (bubblewrap) use; installed when root.
+# Debian packages the browser test (chromium), the re-render sandbox (bubblewrap) and figure OCR (tesseract-ocr,
+# with its English data) use; installed when root.
 system-deps:
-	@if command -v chromium >/dev/null && command -v bwrap >/dev/null; then :; \
+	@if command -v chromium >/dev/null && command -v bwrap >/dev/null && command -v tesseract >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium bubblewrap >/dev/null; \
-	else echo "note: install chromium and bubblewrap for the browser and sandbox tests (they skip without them)"; fi
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium bubblewrap \
+			tesseract-ocr tesseract-ocr-eng >/dev/null; \
+	else echo "note: install chromium, bubblewrap and tesseract-ocr for the browser, sandbox and OCR tests" \
+		"(they skip without them)"; fi
 
 # The Pyodide render backend's Node.js runner (npm package pinned by its package-lock.json).
 PYODIDE_RUNNER := src/nbrecall/render/pyodide_runner

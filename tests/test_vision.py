@@ -175,8 +175,8 @@ class FakeVision:
                     return
                 url = body["messages"][0]["content"][1]["image_url"]["url"]
                 digest = image_sha(base64.b64decode(url.split(",", 1)[1]))[:8]
-                answer = {"choices": [{"message": {"role": "assistant",
-                                                   "content": f"<think>hm</think>A line chart of pump head {digest}."}}]}
+                content = f"<think>hm</think>A line chart of pump head {digest}."
+                answer = {"choices": [{"message": {"role": "assistant", "content": content}}]}
                 data = json.dumps(answer).encode()
                 try:
                     self.send_response(200)
@@ -290,8 +290,8 @@ def test_index_describes_figures_after_phase_one_and_caches_them(
     with closing(FigureStore.of_index(settings.index_dir)) as figures:
         assert figures.counts() == {"described": 3, "waiting": 0, "failed": 0}
     # The description is searchable: only the description says "pump head".
-    from nbrecall.search.retrieve import retrieve
     from nbrecall.backends import open_manifest
+    from nbrecall.search.retrieve import retrieve
 
     with closing(open_manifest(settings, readonly=True)) as manifest:
         hits = retrieve("pump head " + image_sha(images[1])[:8], store, manifest, None, settings.retrieve)
@@ -406,3 +406,35 @@ def test_markdown_attachments_and_data_uris_are_described_figures(
     assert len(texts) == 2
     assert any("figure: quay section" in t and image_sha(attached)[:8] in t for t in texts)
     assert any("crane rail" in t and image_sha(inline)[:8] in t for t in texts)
+
+
+# --- the viewer and convert show descriptions ------------------------------------------------------------------------
+
+
+def test_viewer_shows_the_description_under_the_image_and_convert_adds_it_with_the_flag(tmp_path: Path) -> None:
+    from nbrecall.convert.markdown import ConvertOptions, convert_notebook
+    from nbrecall.notebook.read import read_notebook
+    from nbrecall.vision.phase import description_line
+    from nbrecall.web.render import page_views
+
+    data = tiny_png(6)
+    path = write_nb(tmp_path / "a.ipynb", [v4.new_markdown_cell("# Pumps"),
+                                          code("plot(df)", 1, [figure_output(data)])])
+    nb = read_notebook(path)
+    line = description_line("ocr", "Pump head [m]; Flow rate")
+    asked: list[list[str]] = []
+
+    def describe(shas: list[str]) -> dict[str, str]:
+        asked.append(shas)
+        return {image_sha(data): line}
+
+    page = page_views(nb.cells, [], "python", {}, describe=describe)
+    assert asked == [[image_sha(data)]]
+    html = str(page.cells[1].outputs[0])
+    assert "<img" in html and 'class="figure-description"' in html and "Pump head [m]; Flow rate" in html
+
+    plain = convert_notebook(nb, "a").markdown
+    assert "machine-made" not in plain
+    options = ConvertOptions(describe_figure=lambda figure: line if image_sha(figure.data) == image_sha(data) else None)
+    described = convert_notebook(nb, "a", options).markdown
+    assert "(text in the figure (machine-made, read by OCR): Pump head [m]; Flow rate)" in described

@@ -136,6 +136,10 @@ def convert(
     max_output_chars: Annotated[
         int, typer.Option(help="Keep text outputs up to this size; longer → head/tail.")
     ] = 2000,
+    describe_figures: Annotated[
+        bool, typer.Option("--describe-figures", help="Add each figure's machine-made description ([vision] "
+                           "describer; cached in the index folder's figures.sqlite) after its image.")
+    ] = False,
     config: ConfigOpt = None,
 ) -> None:
     """Render notebooks as LLM-addressable markdown with a fidelity report and an SVG dependency map.
@@ -151,6 +155,20 @@ def convert(
 
     settings = _settings(config)
     options = ConvertOptions(max_output_chars=max_output_chars)
+    figure_store = None
+    if describe_figures:
+        from nbrecall.vision.describe import make_describer
+        from nbrecall.vision.phase import CachedDescriptions, FigureWork
+        from nbrecall.vision.store import FigureStore
+
+        describer = make_describer(settings)
+        if describer is None:
+            err.print("[red]error:[/red] --describe-figures needs a describer: [vision] kind = \"ocr\" or \"openai\" "
+                      "in nbrecall.toml")
+            raise typer.Exit(2)
+        figure_store = FigureStore.of_index(settings.index_dir)
+        work = FigureWork(describer, figure_store)
+        options.describe_figure = CachedDescriptions(work)
     if not path.exists():
         err.print(f"[red]error:[/red] {escape(str(path))}: no such file or folder")
         raise typer.Exit(2)
@@ -178,6 +196,10 @@ def convert(
             results.append(convert_file(file, outdir / rel.parent, options, display_path=str(rel)))
             progress.update(task, advance=1, rate=file.name[:40])
     _convert_summary(results)
+    if figure_store is not None:
+        for note in work.report.notes:
+            err.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+        figure_store.close()
     written = sum(r.ok for r in results)
     err.print(f"output folder: {escape(str(outdir))} ({written} of {len(results)} notebook(s) written)",
               highlight=False)

@@ -13,6 +13,7 @@ no result (``<matplotlib.lines.Line2D at 0x…>``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nbrecall.notebook.analysis import Analysis, analyse
@@ -44,6 +45,8 @@ class ConvertOptions:
 
     max_output_chars: int = 2000
     files_dir: str = ""  # relative folder for extracted figures; "" → "<name>_files"
+    # `convert --describe-figures`: a figure's machine-made description (None: none), added after its image
+    describe_figure: Callable[[FigureRef], str | None] | None = None
 
 
 @dataclass
@@ -130,8 +133,9 @@ def _alt_text(caption: str | None) -> str:
 class _FigureWriter:
     """Names figure files `cell<index>-<n>.<ext>` and rewrites placeholders to point at them."""
 
-    def __init__(self, files_dir: str) -> None:
+    def __init__(self, files_dir: str, describe: Callable[[FigureRef], str | None] | None = None) -> None:
         self.files_dir = files_dir
+        self.describe = describe
         self.files: dict[str, bytes] = {}
         self.broken: list[str] = []  # warnings: images that were not written
 
@@ -153,7 +157,9 @@ class _FigureWriter:
             return f"[broken {figure.mime} image, not written]"
         link = self.add(cell, figure)
         caption = figure.caption if figure.caption != said_above else None
-        return f"![{_alt_text(caption)}]({link})"
+        image = f"![{_alt_text(caption)}]({link})"
+        described = self.describe(figure) if self.describe is not None else None
+        return f"{image} ({' '.join(described.split())})" if described else image
 
 
 def _markdown_above(nb: Notebook, index: int) -> str | None:
@@ -212,7 +218,7 @@ def convert_notebook(
     options = options or ConvertOptions()
     analysis = analysis or analyse(nb)
     limits = OutputLimits(max_chars=options.max_output_chars)
-    figures = _FigureWriter(options.files_dir or f"{name}_files")
+    figures = _FigureWriter(options.files_dir or f"{name}_files", options.describe_figure)
     order_notes = _cell_order_notes(nb, analysis)
     dep_warnings: dict[int, list[str]] = {}
     for warning in analysis.warnings:

@@ -119,7 +119,7 @@ def text_layer(img):  # type: ignore[no-untyped-def]
 
 
 class OcrDescriber:
-    """Tesseract through pytesseract; `id` carries the engine version and the languages."""
+    """Tesseract through pytesseract; `id` names the languages (the cache survives a Tesseract upgrade)."""
 
     label = "ocr"
 
@@ -153,8 +153,7 @@ class OcrDescriber:
                 f"Tesseract has no language pack for {', '.join(missing)} (installed: {', '.join(sorted(installed))};"
                 f" Debian: apt-get install tesseract-ocr-{missing[0]})"
             )
-        self._version = version.split()[0] if version else ""
-        self.id = f"ocr:tesseract-{self._version}:{self.languages}"
+        self._version = version.split()[0] if version else ""  # not in `id`: an upgrade keeps the cache
 
     def _words(self, img, pass_no: int) -> list[OcrWord]:  # type: ignore[no-untyped-def]
         import pytesseract

@@ -207,3 +207,23 @@ def describe_waiting(
             progress("describing figures", done, max(total, done))
         if not going_on:
             break
+
+
+class CachedDescriptions:
+    """`convert --describe-figures`: a figure's description from the index's cache, else described now (and
+    cached); the line as chunks carry it. A describer that cannot run is said once (`notes`), then nothing."""
+
+    def __init__(self, work: FigureWork) -> None:
+        self.work = work
+
+    def __call__(self, figure) -> str | None:  # type: ignore[no-untyped-def]
+        if figure.broken or not describable(figure.mime, figure.data):
+            return None
+        sha = image_sha(figure.data)
+        known = self.work.store.get_many([sha], self.work.describer.id).get(sha)
+        if known is None or not known.ok:
+            if not self.work.available():
+                return None
+            known = self.work._describe_one(FigureImage(sha, figure.mime, figure.data, figure.caption))
+            self.work.store.put(sha, self.work.describer.id, known)
+        return description_line(self.work.describer.label, known.text) if known.text else None

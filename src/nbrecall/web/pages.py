@@ -135,8 +135,10 @@ def viewer(
         "language": str(meta.get("language") or "python"),
         "meta": meta,
         "renders": state.renders_folder(content),
+        "figures": state.figure_cache(),
     }
-    key = ("page", content.sha256, number, per_page, state.version(path, content.sha256))
+    figures_at = task["figures"]["mtime"] if task["figures"] else None  # a new description shows at once
+    key = ("page", content.sha256, number, per_page, state.version(path, content.sha256), figures_at)
     result, degraded = None, None
     try:
         result = state.pool.run(key, "page", task, serve.render_timeout)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -387,6 +388,7 @@ def page_views(
     render: RenderResult | None = None,
     fresh: Notebook | None = None,
     matched: dict[int, Cell] | None = None,
+    describe: Callable[[list[str]], dict[str, str]] | None = None,
 ) -> PageResult:
     """One page of cells as views: from the file's cells when it still has the indexed content (`cells`), else
     from the index's records of them; with the stored re-render (`render`, and the executed copy's cells matched
@@ -405,11 +407,38 @@ def page_views(
             if stored.strip():
                 view.outputs = [_pre(stored, "output-text")]
             views.append(view)
+    if cells is not None and describe is not None:
+        _add_descriptions(cells, views, describe)
     result = PageResult(cells=views, from_file=cells is not None, simplified=simplified)
     if render is not None:
         result.render = _attach_render(views, meta, render, matched if cells is not None and fresh else None,
                                        simplified, budget)
     return result
+
+
+def _add_descriptions(
+    cells: list[Cell], views: list[CellView], describe: Callable[[list[str]], dict[str, str]]
+) -> None:
+    """Under each output image, its machine-made description from the index's figure cache (`describe` maps image
+    hashes to the chunk's description line)."""
+    from nbrecall.notebook.outputs import render_output as rule_output
+    from nbrecall.vision.describe import describable, image_sha
+
+    found: dict[tuple[int, int], str] = {}
+    for position, cell in enumerate(cells):
+        for n, output in enumerate(cell.outputs or []):
+            if not isinstance(output.data, dict) or not any(str(m).startswith("image/") for m in output.data):
+                continue
+            figure = rule_output(output).figure
+            if figure is not None and not figure.broken and describable(figure.mime, figure.data):
+                found[(position, n)] = image_sha(figure.data)
+    if not found:
+        return
+    lines = describe(sorted(set(found.values())))
+    for (position, n), sha in found.items():
+        view = views[position]
+        if sha in lines and n < len(view.outputs):
+            view.outputs[n] = view.outputs[n] + Markup('<div class="figure-description">{}</div>').format(lines[sha])
 
 
 def degraded_views(records: list[CellRecord]) -> list[CellView]:

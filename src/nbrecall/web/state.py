@@ -124,6 +124,21 @@ class WebState:
         result = load_render(out, content.sha256)
         return result, result is not None and (out / render_file_name(content.sha256, ".ipynb")).is_file()
 
+    def figure_cache(self) -> dict[str, str] | None:
+        """Where the viewer reads figure descriptions (`[vision]` on and a cache in the index folder), else None."""
+        from nbrecall.vision.describe import make_describer
+        from nbrecall.vision.store import FILE_NAME
+
+        path = self.settings.index_dir / FILE_NAME
+        try:
+            describer = make_describer(self.settings)
+            mtime = os.stat(f"{path}-wal").st_mtime_ns if os.path.exists(f"{path}-wal") else os.stat(path).st_mtime_ns
+        except Exception:
+            return None
+        if describer is None:
+            return None
+        return {"path": str(path), "describer": describer.id, "label": describer.label, "mtime": str(mtime)}
+
     def renders_folder(self, content: ContentRecord) -> str | None:
         """The renders folder when this content has a stored render (workers load it), else None."""
         out = renders_dir(self.settings)

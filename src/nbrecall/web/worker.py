@@ -278,8 +278,10 @@ def task_page(
     language: str,
     meta: dict[str, Any],
     renders: str | None = None,
+    figures: dict[str, str] | None = None,
 ) -> Any:
-    """One viewer page: `render.PageResult` for the cells `records` cover."""
+    """One viewer page: `render.PageResult` for the cells `records` cover; `figures` (`path`, `describer`,
+    `label` of the index's figure cache) adds each image's description under it."""
     from nbrecall.ingest.renders import match_cells
     from nbrecall.web.render import page_views
 
@@ -294,7 +296,26 @@ def task_page(
         render,
         fresh,
         matched,
+        _describe_from(figures) if figures else None,
     )
+
+
+def _describe_from(figures: dict[str, str]):  # type: ignore[no-untyped-def]
+    """Image hash → description line, read from the figure cache (read-only) for one page."""
+    from contextlib import closing
+
+    from nbrecall.vision.phase import description_line
+    from nbrecall.vision.store import FigureStore
+
+    def describe(shas: list[str]) -> dict[str, str]:
+        try:
+            with closing(FigureStore(Path(figures["path"]), readonly=True)) as store:
+                found = store.get_many(shas, figures["describer"])
+        except Exception:  # no cache yet, or it is being written: the page shows images without descriptions
+            return {}
+        return {sha: description_line(figures["label"], d.text) for sha, d in found.items() if d.text}
+
+    return describe
 
 
 def _markdown_above(cells: list[Any]) -> tuple[bool, str | None]:
