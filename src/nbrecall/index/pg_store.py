@@ -83,6 +83,9 @@ def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
     if filters.kinds:
         clauses.append("kind = ANY(%(f_kinds)s)")
         params["f_kinds"] = list(filters.kinds)
+    if filters.notebooks is not None:
+        clauses.append("nb_sha = ANY(%(f_notebooks)s)")
+        params["f_notebooks"] = list(filters.notebooks)
     return " AND ".join(clauses) or "TRUE", params
 
 

@@ -83,6 +83,7 @@ class SearchFilters:
     tag: str | None = None
     include_deprecated: bool = False
     kinds: list[str] | None = None
+    notebooks: list[str] | None = None  # notebook shas: search within these only (the answerer's second look)
 
     @classmethod
     def from_options(
@@ -115,6 +116,8 @@ class SearchFilters:
             clauses.append("deprecated = false")
         if self.kinds:
             clauses.append(f"kind IN ({', '.join(_quote(k) for k in self.kinds)})")
+        if self.notebooks is not None:
+            clauses.append(f"nb_sha IN ({', '.join(_quote(s) for s in self.notebooks) or _quote('')})")
         return " AND ".join(clauses) or None
 
 
@@ -554,7 +557,7 @@ class LanceStore:
                 if self.ann.ef > 0:
                     q = q.ef(self.ann.ef)
                 probes = self.probes()
-                narrow = bool(filters.project or filters.author or filters.tag)
+                narrow = bool(filters.project or filters.author or filters.tag or filters.notebooks is not None)
                 q = q.minimum_nprobes(probes).maximum_nprobes(0 if narrow else probes)
             if where:
                 q = q.where(where, prefilter=True)

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 MAX_QUERY = 2000
 MAX_FILTER = 200
 YEAR_PATTERN = r"^([0-9]{4}|[0-9]{4}\.\.[0-9]{4}|[0-9]{4}\.\.|\.\.[0-9]{4}|\.\.)$"
+
+
+class HitFact(BaseModel):
+    """What a `fact` hit says of its value."""
+
+    value: str
+    label: str
+    unit: str
+    shown: str = Field(description="the printed text that holds label and value")
+    code: str = Field(description="the code line that produced it")
+    origin: str = Field(description="result, line, entry, table, latex or input (a constant the code sets)")
+    stale: bool
 
 
 class Hit(BaseModel):
@@ -26,6 +40,7 @@ class Hit(BaseModel):
     author: str
     stale: bool
     deprecated: bool
+    fact: HitFact | None = Field(default=None, description="for a `fact` hit: the value and what names it")
 
 
 class NotebookHit(Hit):
@@ -190,12 +205,13 @@ class StatusResponse(BaseModel):
 
 
 class AskRequest(BaseModel):
-    q: str = Field(min_length=1, max_length=MAX_QUERY)
+    q: str = Field(min_length=1, max_length=MAX_QUERY, pattern=r"\S")
     year: str | None = Field(default=None, pattern=YEAR_PATTERN)
     project: str | None = Field(default=None, max_length=MAX_FILTER)
     author: str | None = Field(default=None, max_length=MAX_FILTER)
     tag: str | None = Field(default=None, max_length=MAX_FILTER)
     include_deprecated: bool = False
+    format: Literal["events", "json"] = "events"
 
 
 class ErrorResponse(BaseModel):

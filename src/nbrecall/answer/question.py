@@ -1,0 +1,70 @@
+"""Reading a question: what kind of answer it wants, its content terms, and what kind of value it asks for.
+
+Only the grammar of asking is read here (English interrogatives: "where …", "what does … mean", "how many …"),
+never the subject matter: which cell or value answers is decided by the evidence (`evidence.py`), from signals
+that carry across archives. A question without an interrogative ("final RMSE of the tuned model") is `general`,
+and the evidence decides between a value, a sentence and a cell.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from nbrecall.notebook.printed import to_number
+from nbrecall.search.terms import question_terms
+
+_WHERE = re.compile(
+    r"^\s*(?:where\b|in\s+which\s+(?:notebook|cell|file)|which\s+(?:notebook|cell|file)s?\b|"
+    r"what\s+notebook\b|show\s+me\s+(?:where|the\s+(?:code|cell|notebook))\b|"
+    r"how\s+(?:did|do|does|can)\s+(?:we|they|you|i)\s+(?:compute|calculate|derive|estimate|implement|model)\b)",
+    re.I,
+)
+_TERM = re.compile(
+    r"\bwhat\s+(?:does|do|did)\b.+\b(?:mean|stand\s+for|refer\s+to)\b|\bmeaning\s+of\b|\bdefinition\s+of\b|"
+    r"^\s*define\b|\bwhat\s+is\s+meant\s+by\b|\bstands?\s+for\b|^\s*was\s+(?:bedeutet|ist|sind)\b|"
+    r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+)?\w+\s*\??\s*$",
+    re.I,
+)
+_VALUE = re.compile(
+    r"^\s*(?:how\s+(?:many|much)|what\s+(?:value|number|amount)s?\b|what\s+(?:was|were|is|are)\s+the\b|"
+    r"what's\s+the\b|which\s+value\b|wie\s+(?:viel|viele|groß|hoch)\b)|"
+    r"\b(?:did|do|does)\s+(?:we|they|you|i|it)\s+(?:use|get|find|obtain|measure|assume|take|reach|choose|pick|set|"
+    r"estimate|give)\b",
+    re.I,
+)
+_COUNT = re.compile(r"\bhow\s+many\b|\bnumber\s+of\b|\bwie\s+viele\b", re.I)
+_SHARE = re.compile(r"%|\b(?:percent(?:age)?|share|fraction|proportion|ratio|prozent|anteil)\b", re.I)
+# Superlatives ask for the extreme of a series ("on which weekday were the most cyclists counted").
+_MAX = re.compile(r"\b(?:most|max(?:imum)?|highest|largest|biggest|greatest|longest|peak|top)\b", re.I)
+_MIN = re.compile(r"\b(?:least|fewest|min(?:imum)?|lowest|smallest|shortest)\b", re.I)
+_NUMBERS = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)?(?![\w.]*[A-Za-z])")
+
+
+@dataclass
+class Question:
+    """A question as the answerer reads it."""
+
+    text: str
+    kind: str  # "value" | "where" | "term" | "general"
+    terms: list[str] = field(default_factory=list)  # content stems, in order
+    asks: str | None = None  # "count" | "share" | None: the kind of value the wording names
+    extreme: str | None = None  # "max" | "min": a superlative asks for the extreme of a series
+    numbers: set[float] = field(default_factory=set)  # numbers the question gives (its inputs, never its answer)
+
+
+def read_question(text: str) -> Question:
+    """The kind of answer `text` asks for, its terms and what kind of value it names."""
+    text = " ".join(text.split())
+    if _TERM.search(text):
+        kind = "term"
+    elif _WHERE.search(text):
+        kind = "where"
+    elif _VALUE.search(text):
+        kind = "value"
+    else:
+        kind = "general"
+    asks = "count" if _COUNT.search(text) else "share" if _SHARE.search(text) else None
+    extreme = "max" if _MAX.search(text) else "min" if _MIN.search(text) else None
+    numbers = {n for n in (to_number(m.group().replace(",", ".")) for m in _NUMBERS.finditer(text)) if n is not None}
+    return Question(text, kind, question_terms(text), asks, extreme, numbers)

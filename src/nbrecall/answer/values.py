@@ -1,0 +1,193 @@
+"""Which value answers a value question: value facts ranked by signals that carry from one archive to the next.
+
+Candidates are the facts of the notebooks retrieval ranked first, plus facts the store finds on their own (a fact
+is a chunk of kind `fact`: keyword and vector search see it like any chunk). Each gets these signals, all in 0..1:
+
+- `similarity`: cosine of the question and the fact's description (label, value, unit, heading, the sentence
+  above) with the bundled embedder: vectors stored at index time, read through the store's own vector search;
+- `keyword`: the fact's BM25 score against the question, relative to the best fact's;
+- `notebook`: its notebook's retrieval score relative to the first notebook's (0 outside the result);
+- `cell`: the best score of the chunks retrieval found on the fact's cell, relative to its notebook's best;
+- `label`: how much of the question the fact's name (label, the variables that printed it, the unit) covers,
+  terms weighted by rarity among the candidates, times how much of that name the question covers;
+- `context`: the same coverage for where the fact is (heading path, the sentence above, the code line);
+- structure and kind: the last of a repeated label in a cell is a loop's result (`final`); a count is an
+  integer, a share a fraction or a percentage; a value the question itself gives is an input, not the answer.
+
+The weights are `ValueWeights`; `bench/answer_ablation.py` measures each signal's part on both development sets.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from nbrecall.answer.question import Question
+from nbrecall.index.store import SearchFilters
+from nbrecall.notebook.facts import Fact
+from nbrecall.search.retrieve import NotebookResult, SearchResult
+from nbrecall.search.terms import Weights, term_set
+
+if TYPE_CHECKING:
+    from nbrecall.service import Archive
+
+
+@dataclass
+class ValueWeights:
+    """How the signals add up (see the module docstring); a weight of 0 turns a signal off (the ablation)."""
+
+    similarity: float = 1.0
+    keyword: float = 0.3
+    notebook: float = 0.6
+    cell: float = 0.6
+    label: float = 1.0
+    context: float = 0.4
+    final: float = 0.1  # added for the last fact of its label in a cell, taken from the others
+    kind: float = 0.15  # added when the value is of the kind the question names (a count, a share)
+    given: float = 0.5  # taken away when the value is a number the question gives
+    extreme: float = 0.3  # added for the max (min) of its series when the question asks for the most (least)
+    outside: float = 0.8  # multiplies the score of a fact whose notebook retrieval did not rank
+
+
+@dataclass
+class RankedFact:
+    """A candidate fact with where it is, its signals and its score."""
+
+    fact: Fact
+    notebook: str
+    nb_sha: str
+    year: int | None
+    rank: int | None  # its notebook's position in the search result (None: found by the fact search only)
+    signals: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
+
+
+def _chunk_id(sha: str, seq: int) -> str:
+    return f"{sha[:20]}-{seq:05d}"
+
+
+def _is_count(fact: Fact) -> bool:
+    return fact.number is not None and float(fact.number).is_integer() and "." not in fact.value
+
+
+def _is_share(fact: Fact) -> bool:
+    return fact.value.endswith("%") or (fact.number is not None and 0.0 <= abs(fact.number) <= 1.0
+                                        and "." in fact.value)
+
+
+def _extremes(cands: list[RankedFact]) -> dict[int, str]:
+    """For each series (the entries of one Series, one table column, one repeated label in a cell), which facts
+    are its max and min: `id(fact)` → "max" | "min"."""
+    series: dict[tuple[str, int, str], list[RankedFact]] = {}
+    for cand in cands:
+        f = cand.fact
+        if f.number is None or f.origin not in ("entry", "table", "line"):
+            continue
+        key = f.label.rsplit(" · ", 1)[-1] if f.origin == "table" else ("" if f.origin == "entry" else f.label)
+        series.setdefault((cand.nb_sha, f.cell, key), []).append(cand)
+    marks: dict[int, str] = {}
+    for members in series.values():
+        if len(members) < 3:
+            continue
+        top = max(members, key=lambda c: c.fact.number or 0.0)
+        low = min(members, key=lambda c: c.fact.number or 0.0)
+        marks[id(top.fact)] = "max"
+        marks[id(low.fact)] = "min"
+    return marks
+
+
+def gather(
+    question: Question,
+    result: SearchResult,
+    archive: Archive,
+    filters: SearchFilters | None = None,
+    top: int = 3,
+    extra: int = 30,
+) -> list[RankedFact]:
+    """The candidate facts of the first `top` notebooks and of a fact search across the archive, with the
+    store's keyword and vector scores (one filtered search each)."""
+    notebooks = [nb for nb in result.notebooks[:top] if nb.hits]
+    by_sha = {nb.nb_sha: nb for nb in result.notebooks}
+    vector = archive.query_vector(question.text)
+    base = filters or SearchFilters()
+    hits = {}
+    if notebooks:
+        within = replace(base, kinds=["fact"], notebooks=[nb.nb_sha for nb in notebooks])
+        hits.update({h.row["chunk_id"]: h for h in archive.store.search(question.text, vector, 300, within)})
+    found = archive.store.search(question.text, vector, extra, replace(base, kinds=["fact"])) if extra else []
+    hits.update({h.row["chunk_id"]: h for h in found if h.row["chunk_id"] not in hits})
+    shas = [nb.nb_sha for nb in notebooks]
+    shas += sorted({h.row["nb_sha"] for h in found} - set(shas))
+    visible = archive.manifest.indexed_shas(shas)
+    floor = min((h.similarity for h in hits.values() if h.vector_rank is not None), default=0.0)
+    cands: list[RankedFact] = []
+    for sha in shas:
+        if sha not in visible:
+            continue
+        nb = by_sha.get(sha)
+        facts = archive.manifest.facts(sha)
+        wanted = None if nb in notebooks else {h.row["chunk_id"] for h in found if h.row["nb_sha"] == sha}
+        for fact in facts:
+            cid = _chunk_id(sha, fact.seq)
+            if wanted is not None and cid not in wanted:
+                continue
+            hit = hits.get(cid)
+            row = hit.row if hit is not None else None
+            notebook = row["notebook"] if row else (nb.notebook if nb else "")
+            year = row.get("year") if row else (nb.hits[0].year if nb and nb.hits else None)
+            rank = result.notebooks.index(nb) if nb is not None else None
+            cand = RankedFact(fact, notebook, sha, year, rank)
+            cand.signals["similarity"] = (hit.similarity if hit is not None and hit.vector_rank is not None
+                                          else floor * 0.95)
+            cand.signals["keyword_raw"] = hit.keyword_score if hit is not None else 0.0
+            cands.append(cand)
+    return cands
+
+
+def score(question: Question, cands: list[RankedFact], result: SearchResult,
+          weights: ValueWeights | None = None) -> list[RankedFact]:
+    """Score every candidate (in place) and return them best first."""
+    w = weights or ValueWeights()
+    if not cands:
+        return []
+    names = [term_set(f"{c.fact.label} {c.fact.names} {c.fact.unit}") for c in cands]
+    places = [term_set(f"{c.fact.heading} {c.fact.sentence} {c.fact.code}") for c in cands]
+    rarity = Weights(question.terms, [n | p for n, p in zip(names, places, strict=True)])
+    best_nb = result.notebooks[0].score if result.notebooks else 1.0
+    by_sha: dict[str, NotebookResult] = {nb.nb_sha: nb for nb in result.notebooks}
+    marks = _extremes(cands) if question.extreme else {}
+    best_keyword = max((c.signals["keyword_raw"] for c in cands), default=0.0) or 1.0
+    for cand, name, place in zip(cands, names, places, strict=True):
+        s = cand.signals
+        fact = cand.fact
+        nb = by_sha.get(cand.nb_sha)
+        s["keyword"] = s["keyword_raw"] / best_keyword
+        s["notebook"] = max(0.0, min(1.0, nb.score / best_nb)) if nb is not None and best_nb > 0 else 0.0
+        if nb is not None and nb.cell_scores:
+            top_cell = max(nb.cell_scores.values()) or 1.0
+            s["cell"] = nb.cell_scores.get(fact.cell, 0.0) / top_cell
+        else:
+            s["cell"] = 0.0
+        s["label"] = rarity.recall(name) * (0.5 + 0.5 * rarity.precision(name))
+        s["context"] = rarity.recall(place | name) if question.terms else 0.0
+        total = (w.similarity * s["similarity"] + w.keyword * s["keyword"] + w.notebook * s["notebook"]
+                 + w.cell * s["cell"] + w.label * s["label"] + w.context * s["context"])
+        total += w.final if fact.final else -w.final
+        if question.asks == "count" and _is_count(fact) or question.asks == "share" and _is_share(fact):
+            total += w.kind
+        if fact.number is not None and any(math.isclose(fact.number, n, rel_tol=1e-9) for n in question.numbers):
+            total -= w.given
+        if question.extreme and marks.get(id(fact)) == question.extreme:
+            total += w.extreme
+        if cand.rank is None or cand.rank >= 3:
+            total *= w.outside
+        cand.score = total
+    return sorted(cands, key=lambda c: (-c.score, c.rank if c.rank is not None else 99, c.fact.cell,
+                                        c.fact.position))
+
+
+def rank_values(question: Question, result: SearchResult, archive: Archive, filters: SearchFilters | None = None,
+                weights: ValueWeights | None = None) -> list[RankedFact]:
+    """Candidate facts for `question`, best first."""
+    return score(question, gather(question, result, archive, filters), result, weights)
