@@ -38,6 +38,14 @@ _SHARE = re.compile(r"%|\b(?:percent(?:age)?|share|fraction|proportion|ratio|pro
 # Superlatives ask for the extreme of a series ("on which weekday were the most cyclists counted").
 _MAX = re.compile(r"\b(?:most|max(?:imum)?|highest|largest|biggest|greatest|longest|peak|top)\b", re.I)
 _MIN = re.compile(r"\b(?:least|fewest|min(?:imum)?|lowest|smallest|shortest)\b", re.I)
+# What the question rules out: "the Hollingshead correlation rather than ISO", "…, not the lognormal fit",
+# "(no LoRA)". A value whose name or place says the ruled-out thing is the look-alike the question warns about.
+_EXCLUDED = re.compile(
+    r"(?:\b(?:rather\s+than|instead\s+of|other\s+than)|(?:[,(]|\bbut)\s*not|\b(?:no|without|excluding|except))\s+"
+    r"(?:the\s+|a\s+|an\s+|any\s+)?(?P<what>[^\W\d_][\w'-]*(?:\s+[^\W\d_][\w'-]*){0,2}?)"
+    r"(?=\s*(?:[),;:.?!]|$|\b(?:and|but|or|for|in|on|at|with|from|by)\b))",
+    re.I,
+)
 _NUMBERS = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)?(?![\w.]*[A-Za-z])")
 
 
@@ -51,6 +59,7 @@ class Question:
     asks: str | None = None  # "count" | "share" | None: the kind of value the wording names
     extreme: str | None = None  # "max" | "min": a superlative asks for the extreme of a series
     numbers: set[float] = field(default_factory=set)  # numbers the question gives (its inputs, never its answer)
+    excluded: list[str] = field(default_factory=list)  # terms the question rules out ("rather than ISO")
 
 
 def read_question(text: str) -> Question:
@@ -67,4 +76,7 @@ def read_question(text: str) -> Question:
     asks = "count" if _COUNT.search(text) else "share" if _SHARE.search(text) else None
     extreme = "max" if _MAX.search(text) else "min" if _MIN.search(text) else None
     numbers = {n for n in (to_number(m.group().replace(",", ".")) for m in _NUMBERS.finditer(text)) if n is not None}
-    return Question(text, kind, question_terms(text), asks, extreme, numbers)
+    excluded = [t for m in _EXCLUDED.finditer(text) for t in question_terms(m.group("what"))]
+    kept = _EXCLUDED.sub(" ", text)
+    return Question(text, kind, [t for t in question_terms(kept) if t not in excluded] or question_terms(text), asks,
+                    extreme, numbers, excluded)

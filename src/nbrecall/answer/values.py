@@ -23,11 +23,13 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from nbrecall.answer.question import Question
 from nbrecall.index.store import SearchFilters
 from nbrecall.notebook.facts import Fact
 from nbrecall.search.retrieve import NotebookResult, SearchResult
-from nbrecall.search.terms import Weights, term_set
+from nbrecall.search.terms import Weights, match, term_set
 
 if TYPE_CHECKING:
     from nbrecall.service import Archive
@@ -47,6 +49,8 @@ class ValueWeights:
     kind: float = 0.15  # added when the value is of the kind the question names (a count, a share)
     given: float = 0.5  # taken away when the value is a number the question gives
     extreme: float = 0.3  # added for the max (min) of its series when the question asks for the most (least)
+    excluded: float = 0.6  # taken away, times the share of the question's excluded terms the fact's place holds
+    input: float = 0.3  # taken away from a constant the code sets (a value the notebook used but never showed)
     outside: float = 0.8  # multiplies the score of a fact whose notebook retrieval did not rank
 
 
@@ -105,44 +109,75 @@ def gather(
     top: int = 3,
     extra: int = 30,
 ) -> list[RankedFact]:
-    """The candidate facts of the first `top` notebooks and of a fact search across the archive, with the
-    store's keyword and vector scores (one filtered search each)."""
+    """The candidate facts: every fact of the first `top` notebooks (their stored vectors read at once, compared
+    with the question's here: a nearest-neighbour list would cut a notebook's facts short), and the facts a
+    hybrid fact search finds across the archive (`extra` of them, with their keyword scores)."""
     notebooks = [nb for nb in result.notebooks[:top] if nb.hits]
     by_sha = {nb.nb_sha: nb for nb in result.notebooks}
     vector = archive.query_vector(question.text)
-    base = filters or SearchFilters()
-    hits = {}
-    if notebooks:
-        within = replace(base, kinds=["fact"], notebooks=[nb.nb_sha for nb in notebooks])
-        hits.update({h.row["chunk_id"]: h for h in archive.store.search(question.text, vector, 300, within)})
-    found = archive.store.search(question.text, vector, extra, replace(base, kinds=["fact"])) if extra else []
-    hits.update({h.row["chunk_id"]: h for h in found if h.row["chunk_id"] not in hits})
+    base = replace(filters or SearchFilters(), kinds=["fact"])
+    stored: dict[str, np.ndarray] = {}
+    if notebooks and vector is not None:
+        stored = archive.store.vectors(replace(base, notebooks=[nb.nb_sha for nb in notebooks]))
+    found = archive.store.search(question.text, vector, extra, base) if extra else []
+    keyword = {h.row["chunk_id"]: h.keyword_score for h in found}
+    similarity = {h.row["chunk_id"]: h.similarity for h in found if h.vector_rank is not None}
     shas = [nb.nb_sha for nb in notebooks]
-    shas += sorted({h.row["nb_sha"] for h in found} - set(shas))
+    shas += list(dict.fromkeys(h.row["nb_sha"] for h in found if h.row["nb_sha"] not in shas))
     visible = archive.manifest.indexed_shas(shas)
-    floor = min((h.similarity for h in hits.values() if h.vector_rank is not None), default=0.0)
+    rows = {h.row["chunk_id"]: h.row for h in found}
+    query = np.asarray(vector, dtype=np.float32) if vector is not None else None
     cands: list[RankedFact] = []
     for sha in shas:
         if sha not in visible:
             continue
         nb = by_sha.get(sha)
-        facts = archive.manifest.facts(sha)
-        wanted = None if nb in notebooks else {h.row["chunk_id"] for h in found if h.row["nb_sha"] == sha}
-        for fact in facts:
+        within = nb in notebooks
+        wanted = None if within else {cid for cid in rows if rows[cid]["nb_sha"] == sha}
+        for fact in archive.manifest.facts(sha):
             cid = _chunk_id(sha, fact.seq)
             if wanted is not None and cid not in wanted:
                 continue
-            hit = hits.get(cid)
-            row = hit.row if hit is not None else None
+            row = rows.get(cid)
             notebook = row["notebook"] if row else (nb.notebook if nb else "")
             year = row.get("year") if row else (nb.hits[0].year if nb and nb.hits else None)
-            rank = result.notebooks.index(nb) if nb is not None else None
-            cand = RankedFact(fact, notebook, sha, year, rank)
-            cand.signals["similarity"] = (hit.similarity if hit is not None and hit.vector_rank is not None
-                                          else floor * 0.95)
-            cand.signals["keyword_raw"] = hit.keyword_score if hit is not None else 0.0
+            cand = RankedFact(fact, notebook, sha, year, result.notebooks.index(nb) if nb is not None else None)
+            if cid in stored and query is not None:
+                cand.signals["similarity"] = float(np.dot(stored[cid], query))
+            else:
+                cand.signals["similarity"] = similarity.get(cid, 0.0)
+            cand.signals["keyword_raw"] = keyword.get(cid, 0.0)
             cands.append(cand)
     return cands
+
+
+def _exclusions(question: Question, cands: list[RankedFact]) -> list[float]:
+    """For each candidate, the share of the question's excluded terms ("rather than ISO", "not the lognormal
+    fit") its name or place holds: evidence against it."""
+    if not question.excluded:
+        return [0.0] * len(cands)
+    out = []
+    for cand in cands:
+        f = cand.fact
+        vocabulary = term_set(f"{f.label} {f.names} {f.heading} {f.sentence} {f.code}")
+        out.append(sum(1 for t in question.excluded if match(t, vocabulary) >= 0.7) / len(question.excluded))
+    return out
+
+
+def _parents(cands: list[RankedFact]) -> dict[int, RankedFact]:
+    """For each entry of a dict or Series, the fact of the whole repr it is part of (same cell, holds it)."""
+    wholes: dict[tuple[str, int], list[RankedFact]] = {}
+    for cand in cands:
+        if cand.fact.origin in ("result", "line") and cand.fact.value.startswith(("{", "(", "[")):
+            wholes.setdefault((cand.nb_sha, cand.fact.cell), []).append(cand)
+    parents: dict[int, RankedFact] = {}
+    for cand in cands:
+        if cand.fact.origin == "entry":
+            for whole in wholes.get((cand.nb_sha, cand.fact.cell), []):
+                if cand.fact.shown in whole.fact.value:
+                    parents[id(cand)] = whole
+                    break
+    return parents
 
 
 def score(question: Question, cands: list[RankedFact], result: SearchResult,
@@ -153,12 +188,14 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
         return []
     names = [term_set(f"{c.fact.label} {c.fact.names} {c.fact.unit}") for c in cands]
     places = [term_set(f"{c.fact.heading} {c.fact.sentence} {c.fact.code}") for c in cands]
-    rarity = Weights(question.terms, [n | p for n, p in zip(names, places, strict=True)])
+    by_name = Weights(question.terms, names)  # rarity among the candidates' names: what tells values apart
+    by_place = Weights(question.terms, [n | p for n, p in zip(names, places, strict=True)])
     best_nb = result.notebooks[0].score if result.notebooks else 1.0
     by_sha: dict[str, NotebookResult] = {nb.nb_sha: nb for nb in result.notebooks}
     marks = _extremes(cands) if question.extreme else {}
+    excluded = _exclusions(question, cands)
     best_keyword = max((c.signals["keyword_raw"] for c in cands), default=0.0) or 1.0
-    for cand, name, place in zip(cands, names, places, strict=True):
+    for cand, name, place, against in zip(cands, names, places, excluded, strict=True):
         s = cand.signals
         fact = cand.fact
         nb = by_sha.get(cand.nb_sha)
@@ -169,8 +206,9 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
             s["cell"] = nb.cell_scores.get(fact.cell, 0.0) / top_cell
         else:
             s["cell"] = 0.0
-        s["label"] = rarity.recall(name) * (0.5 + 0.5 * rarity.precision(name))
-        s["context"] = rarity.recall(place | name) if question.terms else 0.0
+        recall = by_name.recall(name)
+        s["label"] = 0.5 * recall + 0.5 * by_name.precision(name) if recall > 0 else 0.0
+        s["context"] = by_place.recall(place | name) if question.terms else 0.0
         total = (w.similarity * s["similarity"] + w.keyword * s["keyword"] + w.notebook * s["notebook"]
                  + w.cell * s["cell"] + w.label * s["label"] + w.context * s["context"])
         total += w.final if fact.final else -w.final
@@ -180,9 +218,16 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
             total -= w.given
         if question.extreme and marks.get(id(fact)) == question.extreme:
             total += w.extreme
+        total -= w.excluded * against
+        if fact.origin == "input":
+            total -= w.input
         if cand.rank is None or cand.rank >= 3:
             total *= w.outside
         cand.score = total
+    for cand_id, whole in _parents(cands).items():  # an entry never beats its dict unless its name says more
+        entry = next(c for c in cands if id(c) == cand_id)
+        if entry.signals["label"] <= whole.signals["label"]:
+            entry.score = min(entry.score, whole.score - 1e-6)
     return sorted(cands, key=lambda c: (-c.score, c.rank if c.rank is not None else 99, c.fact.cell,
                                         c.fact.position))
 

@@ -354,7 +354,10 @@ def fact_json(fact: Fact) -> str:
 
 def fact_from_json(text: str) -> Fact:
     data = json.loads(text)
-    return Fact(**{k: v for k, v in data.items() if k in Fact.__dataclass_fields__})
+    known = {k: v for k, v in data.items() if k in Fact.__dataclass_fields__}
+    for required in ("cell", "cell_id", "value", "label", "shown"):  # empty ones were left out
+        known.setdefault(required, 0 if required == "cell" else "")
+    return Fact(**known)
 
 
 def render_summary(rows: Iterable[Any]) -> dict[str, Any] | None:

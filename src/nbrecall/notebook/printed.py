@@ -39,7 +39,7 @@ NUMBER = re.compile(
 _JOIN = re.compile(r"\s*(?:,\s*|\s*(?:\+/-|±|\+-)\s*|\s+(?:to|-|–|—)\s+|\s+)\s*$")
 _CONNECTOR_END = re.compile(r"(?:[=:≈~]|\b(?:is|are|was|were|of|equals|ist|sind|beträgt|von))\s*$", re.I)
 _UNIT = re.compile(
-    r"\s*(\[[^\[\]\n]{1,20}\]|\([^()\n]{1,20}\)|[%°‰]|(?:[A-Za-zµμΩ°$€£][\w°²³µ$€]*"
+    r"\s*(\[[^\[\]\n]{1,20}\]|\([^()\n]{1,20}\)|°[CFK]\b|[%°‰]|(?:[A-Za-zµμΩ°$€£][\w°²³µ$€]*"
     r"(?:\s*(?:\*\*|/|\*|·|\^)\s*(?:[A-Za-zµμΩ°][\w°²³]*|\d+))*))"
 )
 # Words after a number that continue a sentence rather than name a unit.
@@ -117,8 +117,8 @@ def _inside_label(line: str, run: _Run, previous_end: int) -> bool:
     if not before.strip() or _CONNECTOR_END.search(before) or before.rstrip()[-1] in "([{,;$€£":
         return False
     after = line[run.end :]
-    if re.match(r"\s*(?:[=:]|\b(?:is|are|was|were|ist)\b)\s*[-+−]?[\d.]", after):
-        return True  # `Well 2 is 0.200`: the number names what the next value is of
+    if re.match(r"\s*(?:°[CFK]|[%°‰])?\s*(?:[=:]|\b(?:is|are|was|were|ist)\b)\s*[-+−]?[\d.]", after):
+        return True  # `Well 2 is 0.200`, `at -10°C = 17.48`: the number names what the next value is of
     word = re.match(r"\s+([A-Za-zÀ-ÿ][\w'-]*)(\S*)", after)
     if not word or word.group(1).lower() in _NOT_UNIT or word.group(2)[:1] in ("/", "^", "*", "²", "³"):
         return False
