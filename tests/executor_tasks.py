@@ -37,3 +37,16 @@ class Flaky:
                 os._exit(7)  # a dead worker, as after a segfault or an OOM kill
             raise RuntimeError(f"flaky {x} (call {calls + 1})")
         return x
+
+
+class Sleeper:
+    """Writes its worker's pid to `folder`, then sleeps: a task still running when its parent is killed."""
+
+    def __init__(self, folder: Path, seconds: float = 600.0) -> None:
+        self.folder, self.seconds = Path(folder), seconds
+
+    def __call__(self, x: int) -> int:
+        (self.folder / f"{os.getpid()}.pid").write_text(str(x))
+        time.sleep(self.seconds)
+        return x
+

@@ -150,7 +150,7 @@ def server_loop(index: Path, stop: threading.Event, tally: Tally, n: int) -> Non
     from nbrecall.web.app import create_app
 
     archive = Archive(Settings(index_dir=index), _embedder=HashEmbedder())
-    client = TestClient(create_app(archive.settings, archive=archive))
+    client = TestClient(create_app(archive.settings, archive=archive), base_url="http://127.0.0.1")
     i = 0
     while not stop.is_set():
         query = f"Hull {i % n} resistance"

@@ -8,6 +8,7 @@ import hashlib
 import http.client
 import json
 import re
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
@@ -23,7 +24,15 @@ from nbrecall.config import Settings
 from nbrecall.web import security
 from nbrecall.web.render import highlight_terms
 from nbrecall.web.security import CSP, bind_refusal, is_loopback, sanitize_html, sanitize_svg
-from test_web_support import BALLAST_REL, HOSTILE_REL, build_archive, live_server, make_app, open_archive
+from test_web_support import (
+    BALLAST_REL,
+    HOSTILE_REL,
+    build_archive,
+    live_server,
+    local_client,
+    make_app,
+    open_archive,
+)
 
 PILE_REL = "projects/2019/19-113/pile_capacity.ipynb"
 OLD_REL = "projects/2016/16-021/old_coefficients.ipynb"
@@ -50,8 +59,10 @@ def shas(fixture_index: tuple[Settings, dict[str, str]]) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def client(settings: Settings) -> TestClient:
-    return TestClient(make_app(settings))
+def client(settings: Settings) -> Iterator[TestClient]:
+    app = make_app(settings)
+    yield local_client(app)
+    app.state.web.close()  # its render processes
 
 
 def assert_security_headers(response) -> None:  # type: ignore[no-untyped-def]
@@ -455,7 +466,7 @@ def test_even_a_server_error_carries_the_headers(settings: Settings, monkeypatch
         raise RuntimeError("store unavailable")
 
     monkeypatch.setattr(app.state.web, "search", boom)
-    response = TestClient(app, raise_server_exceptions=False).get("/api/search", params={"q": "ballast"})
+    response = local_client(app, raise_server_exceptions=False).get("/api/search", params={"q": "ballast"})
     assert response.status_code == 500
     assert_security_headers(response)
     assert "store unavailable" not in response.text  # no internals in the page
@@ -658,7 +669,7 @@ def test_viewer_falls_back_to_the_index_when_the_file_changed(tmp_path: Path) ->
     settings = Settings(index_dir=tmp_path / "idx")
     run_index([root], settings, HashEmbedder(), LanceStore(settings.index_dir / "lance", HashEmbedder.dim))
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    client = TestClient(make_app(settings))
+    client = local_client(make_app(settings))
     assert client.get(f"/api/notebooks/{sha}").json()["source"] == "file"
     path.write_text(path.read_text().replace("41", "40"))  # changed on disk since indexing
     html = client.get(f"/nb/{sha}").text
@@ -677,8 +688,10 @@ TOKEN = "correct-horse-battery-staple"
 
 
 @pytest.fixture(scope="module")
-def locked(settings: Settings) -> TestClient:
-    return TestClient(make_app(settings, token=TOKEN), follow_redirects=False)
+def locked(settings: Settings) -> Iterator[TestClient]:
+    app = make_app(settings, token=TOKEN)
+    yield local_client(app, follow_redirects=False)
+    app.state.web.close()
 
 
 @pytest.mark.parametrize(
@@ -707,7 +720,7 @@ def test_token_cookie_from_the_url(locked: TestClient) -> None:
     value = security.cookie_value(TOKEN)
     assert cookie.startswith(f"{security.TOKEN_COOKIE}={value};") and TOKEN not in cookie
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-    fresh = TestClient(locked.app, follow_redirects=False)
+    fresh = local_client(locked.app, follow_redirects=False)
     assert fresh.get("/api/status").status_code == 401
     fresh.cookies.set(security.TOKEN_COOKIE, value)
     assert fresh.get("/api/status").status_code == 200
@@ -730,7 +743,7 @@ def test_token_compared_in_constant_time(locked: TestClient, monkeypatch: pytest
     assert locked.get("/api/status", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
     assert (TOKEN.encode(), b"wrong") in calls and (TOKEN.encode(), TOKEN.encode()) in calls
     calls.clear()
-    cookied = TestClient(locked.app)
+    cookied = local_client(locked.app)
     cookied.cookies.set(security.TOKEN_COOKIE, security.cookie_value(TOKEN))
     assert cookied.get("/api/status").status_code == 200
     assert calls and all(len(a) == len(b) == 64 for a, b in calls)  # the cookie digest, compared the same way
@@ -749,7 +762,7 @@ def test_serve_refuses_a_non_loopback_host_without_a_token(tmp_path: Path, host:
 
 
 def test_serve_with_a_token_on_a_non_loopback_host_gets_past_the_check(tmp_path: Path) -> None:
-    env = {"NBRECALL_TOKEN": "t0ken", "NBRECALL_CONFIG": "", "NBRECALL_INDEX": "", "COLUMNS": "200"}
+    env = {"NBRECALL_TOKEN": "t0ken-of-20-chars-x", "NBRECALL_CONFIG": "", "NBRECALL_INDEX": "", "COLUMNS": "200"}
     result = CliRunner().invoke(cli_app, ["serve", "--host", "0.0.0.0", "--index", str(tmp_path / "none")], env=env)
     assert result.exit_code == 2
     assert "refusing" not in result.output and "no index here" in result.output  # stopped later, at the index
@@ -761,4 +774,4 @@ def test_loopback_detection() -> None:
         assert bind_refusal(host, None) is None
     for host in ("0.0.0.0", "::", "192.168.0.1", "example.org", "127.0.0.1.example.org", ""):
         assert not is_loopback(host), host
-        assert bind_refusal(host, None) and bind_refusal(host, "t") is None
+        assert bind_refusal(host, None) and bind_refusal(host, TOKEN) is None

@@ -222,3 +222,31 @@ def test_rendered_notebook_side_by_side_with_badges(served_renders, page) -> Non
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert page.csp_messages == [], page.csp_messages
     shot(page, "render_stale.png", full_page=True)
+
+
+def test_a_cell_link_to_another_page_opens_that_page(tmp_path_factory, browser) -> None:  # type: ignore[no-untyped-def]
+    """A notebook shown 5 cells a page: a #cell-id link to cell 13 asks for its page, then highlights the cell."""
+    from dataclasses import replace
+
+    settings, shas = build_archive(tmp_path_factory.mktemp("browser-pages"))
+    settings = replace(settings, serve=replace(settings.serve, page_cells=5))
+    app = make_app(settings)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    try:
+        with live_server(app) as base:
+            sha = shas[BALLAST_REL]
+            cell_id = "5c541fc0-a816-47a1-8d22-bc35cd653dc8"  # cell 8: the third page
+            page.goto(f"{base}/nb/{sha}#cell-id={cell_id}")
+            page.wait_for_url(re.compile(r"\?cell="))
+            cell = page.locator(f'[id="cell-id={cell_id}"]')
+            sync_api.expect(cell).to_have_class(re.compile(r"\bhighlight\b"))
+            assert "cells 5–9 of 16" in page.content()
+            page.goto(f"{base}/nb/{sha}#cell-id=no-such-cell")  # an id the notebook lacks: asked once, no loop
+            page.wait_for_url(re.compile(r"\?cell=no-such-cell"))
+            page.wait_for_timeout(500)
+            assert "?cell=no-such-cell" in page.url and page.locator(".cell").count() == 5
+    finally:
+        context.close()
+        app.state.web.close()

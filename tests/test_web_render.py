@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from test_web_support import (
     RENDER_STALE_REL,
     RENDERED_AT,
     build_render_archive,
+    local_client,
     make_app,
     make_notebook,
     write_render_for,
@@ -31,8 +33,10 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, dict[s
 
 
 @pytest.fixture(scope="module")
-def client(rendered: tuple[Settings, dict[str, str]]) -> TestClient:
-    return TestClient(make_app(rendered[0]))
+def client(rendered: tuple[Settings, dict[str, str]]) -> Iterator[TestClient]:
+    app = make_app(rendered[0])
+    yield local_client(app)
+    app.state.web.close()  # its render processes
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +139,7 @@ def test_status_api_counts_by_render_status(client: TestClient) -> None:
 
 def test_status_without_renders_is_null(tmp_path: Path) -> None:
     settings, _ = _plain_index(tmp_path)
-    assert TestClient(make_app(settings)).get("/api/status").json()["renders"] is None
+    assert local_client(make_app(settings)).get("/api/status").json()["renders"] is None
 
 
 def _plain_index(tmp_path: Path) -> tuple[Settings, str]:
@@ -159,7 +163,7 @@ def test_a_render_newer_than_the_index_is_shown_and_said(tmp_path: Path) -> None
     write_render_for(tmp_path / "archive" / RENDER_PLAIN_REL, settings.index_dir / "renders", "fresh", "",
                      {1: [{"output_type": "stream", "name": "stdout", "text": "ballast notes\n"}]},
                      {1: ("same", "")})
-    client = TestClient(make_app(settings))
+    client = local_client(make_app(settings))
     html = client.get(f"/nb/{sha}").text
     assert 'id="render-badge"' in html and "newer than the index" in html and "nbrecall index" in html
     data = client.get(f"/api/notebooks/{sha}").json()

@@ -34,9 +34,11 @@ OPERATIONS = [
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict[str, str]]:
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, dict[str, str]]]:
     settings, shas = build_archive(tmp_path_factory.mktemp("schema"))
-    return make_app(settings), shas
+    app = make_app(settings, allowed_hosts=["127.0.0.1", "testserver"])  # schemathesis sends Host: testserver
+    yield app, shas
+    app.state.web.close()  # its render processes
 
 
 @pytest.fixture(scope="module")

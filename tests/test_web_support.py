@@ -133,10 +133,19 @@ def open_archive(settings: Settings) -> Archive:
     return Archive(settings, _embedder=HashEmbedder())
 
 
-def make_app(settings: Settings, token: str | None = None):  # type: ignore[no-untyped-def]
+def make_app(settings: Settings, token: str | None = None, **kwargs):  # type: ignore[no-untyped-def]
     from nbrecall.web.app import create_app
 
-    return create_app(settings, token=token, archive=open_archive(settings))
+    return create_app(settings, token=token, archive=open_archive(settings), **kwargs)
+
+
+LOCAL = "http://127.0.0.1"  # the app answers loopback Host names only (TestClient's default is "testserver")
+
+
+def local_client(app, **kwargs):  # type: ignore[no-untyped-def]
+    from fastapi.testclient import TestClient
+
+    return TestClient(app, base_url=kwargs.pop("base_url", LOCAL), **kwargs)
 
 
 @contextmanager
@@ -164,6 +173,9 @@ def live_server(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+        web = getattr(getattr(app, "state", None), "web", None)
+        if web is not None:
+            web.close()  # its render processes
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -115,6 +115,12 @@ class RenderSettings:
     out_dir: str | None = None  # default <index>/renders
     backend: str = "kernel"  # "kernel" (IPython in bubblewrap) or "pyodide" (Pyodide in Node.js in bubblewrap)
     pyodide_wheels: str | None = None  # local folder of wheels the pyodide backend may load (nothing downloads)
+    # [[render.environment]] name = .., python = .. (or env = ..), path / kernel / language_version = ..: which
+    # interpreter runs which notebooks (first match wins; see nbrecall.render.environments)
+    environment: list[dict[str, str]] = field(default_factory=list)
+    project_kernel_config: bool = True  # load a project's ipython_kernel_config.py (notebook folder or above)
+    pin_display: bool = True  # draw figures at the dpi and default size the stored figures show
+    image_threshold: float = 0.38  # perceptual: changed area above which a figure differs (render/images.py)
 
 
 @dataclass
@@ -143,6 +149,25 @@ class ExecutorSettings:
 
 
 @dataclass
+class ServeSettings:
+    """`nbrecall serve`: which Host names it answers, and what one request may cost (`nbrecall.web.heavy`).
+
+    Notebook pages, cells, fidelity reports and dependency maps are rendered in `workers` separate processes,
+    each task within a time and a memory budget; beyond either, the page is shown simplified (outputs as escaped
+    text) with a notice, and the process is replaced. Searches never wait for them.
+    """
+
+    allowed_hosts: list[str] = field(default_factory=list)  # Host names clients use, besides loopback and --host
+    workers: int = 2  # render processes: at most this many heavy requests run at once, the rest wait their turn
+    render_timeout: float = 5.0  # seconds for one viewer page or one cell
+    report_timeout: float = 30.0  # seconds for one fidelity report or dependency map
+    render_memory_mb: int = 1024  # a render process past this resident size is stopped
+    cache_mb: int = 64  # rendered pages, reports and maps kept, by notebook hash
+    page_cells: int = 100  # cells per viewer page
+    queue_timeout: float = 30.0  # seconds a heavy request waits for a render process before a 503
+
+
+@dataclass
 class Settings:
     """Everything configurable, in one object."""
 
@@ -156,6 +181,7 @@ class Settings:
     render: RenderSettings = field(default_factory=RenderSettings)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
+    serve: ServeSettings = field(default_factory=ServeSettings)
     config_path: Path | None = None
 
 

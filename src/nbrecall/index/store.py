@@ -24,6 +24,7 @@ import pyarrow as pa
 from nbrecall.index.faults import damaged, storage_fault
 from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
 from nbrecall.index.heap import bound_arenas, release_free_memory
+from nbrecall.index.terms import keyword_query, keyword_text
 
 
 @dataclass
@@ -109,7 +110,8 @@ class SearchFilters:
         if self.project:
             clauses.append(f"project = {_quote(self.project)}")
         if self.author:
-            clauses.append(f"lower(author) LIKE {_quote('%' + self.author.lower() + '%')}")
+            # a substring match: the filter's own `%`, `_` and `\\` are literal characters, not wildcards
+            clauses.append(f"lower(author) LIKE {_quote('%' + _like_literal(self.author.lower()) + '%')} ESCAPE '\\'")
         if self.tag:
             clauses.append(f"array_has_any(tags, [{_quote(self.tag)}])")
         if not self.include_deprecated:
@@ -144,6 +146,11 @@ class Store(Protocol):
 
 def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
+
+
+def _like_literal(value: str) -> str:
+    """`value` matched literally inside a LIKE pattern whose escape character is a backslash."""
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def chunk_schema(dim: int) -> pa.Schema:
@@ -272,6 +279,8 @@ class LanceStore:
                 value = getattr(row, name)
                 if name == "vector" and value is not None:
                     value = np.asarray(value, dtype=np.float32).tolist()
+                elif name == "text":
+                    value = keyword_text(value)  # symbols and CJK words made findable (index/terms.py)
                 columns[name].append(value)
         return pa.Table.from_pydict(columns, schema=self.schema)
 
@@ -500,6 +509,7 @@ class LanceStore:
             self._fts_ready = self._has_fts()  # a reader opened before the first run built it
         if not self._fts_ready or not text.strip():
             return []
+        text = keyword_query(text)
         try:
             rows = self._fts(text, k, filters, indexed_only=False)
             if not rows or not self._unindexed_text_rows():

@@ -1,4 +1,11 @@
-"""Discover: walk the roots, stat every notebook, hash only what changed since the manifest last saw it."""
+"""Discover: walk the roots, stat every notebook, hash only what changed since the manifest last saw it.
+
+Symbolic links do not lead out of the roots unless `[discover] follow_symlinks` says so: without it, folder
+links are not entered and a file link whose target lies outside every root is not read (it is listed, with the
+reason, among the quarantined files); links that stay inside the roots are read as before. With it, links are
+followed, but only to files the indexing user may read, and each notebook reached outside the roots is listed
+in `Discovery.outside` (`nbrecall status` shows them), so that nothing from elsewhere is indexed unseen.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from stat import S_ISREG
+from stat import S_ISLNK, S_ISREG
 
 from nbrecall.config import DiscoverSettings
 from nbrecall.ingest.manifest import FileRecord
@@ -22,7 +29,19 @@ class Discovery:
     touched: list[FileRecord] = field(default_factory=list)  # stat changed but same content
     deleted: list[tuple[str, str]] = field(default_factory=list)  # (root, rel) gone from disk
     unreadable: list[tuple[str, str, str]] = field(default_factory=list)  # (root, rel, reason)
+    outside: list[tuple[str, str, str]] = field(default_factory=list)  # (root, rel, target) reached by a link
     hashed: int = 0
+
+
+LINK_OUT = (
+    "a symbolic link to a file outside the indexed roots: not followed (set [discover] follow_symlinks = true "
+    "to index what links point to)"
+)
+LINK_UNREADABLE = "a symbolic link out of the indexed roots to a file this user may not read: not followed"
+
+
+def _inside(real: str, roots: list[str]) -> bool:
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 def file_sha256(path: Path) -> str:
@@ -39,6 +58,7 @@ def discover(
     """Compare what is on disk under `roots` with `known` (the manifest's files)."""
     result = Discovery()
     seen: set[tuple[str, str]] = set()
+    real_roots = [os.path.realpath(r) for r in roots]
     for root in roots:
         root_key = str(root.resolve())
         base = root.resolve()
@@ -58,6 +78,20 @@ def discover(
                 reason = "its path is not valid UTF-8 (file or folder name); rename it to index it"
                 result.unreadable.append((root_key, shown, reason))
                 continue
+            # Without follow_symlinks the walk enters no folder link, so only the file itself can be one (one
+            # lstat); with it, any folder on the way may be, so the file's real path is what counts.
+            link = settings.follow_symlinks or _is_link(path)
+            if link:
+                real = os.path.realpath(path)
+                if not _inside(real, real_roots):
+                    if not settings.follow_symlinks:
+                        result.unreadable.append((root_key, rel, LINK_OUT))
+                        continue
+                    if os.path.exists(real):  # a broken link is reported below, as before
+                        if not os.access(real, os.R_OK, effective_ids=_EFFECTIVE):
+                            result.unreadable.append((root_key, rel, LINK_UNREADABLE))
+                            continue
+                        result.outside.append((root_key, rel, real))
             try:
                 stat = path.stat()
             except FileNotFoundError:
@@ -92,3 +126,13 @@ def discover(
     root_keys = {str(r.resolve()) for r in roots}
     result.deleted = [k for k in known if k[0] in root_keys and k not in seen]
     return result
+
+
+_EFFECTIVE = os.access in os.supports_effective_ids
+
+
+def _is_link(path: Path) -> bool:
+    try:
+        return S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False

@@ -13,9 +13,14 @@ dataclass with `__call__`); results must be picklable too.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
+import signal
 import socket
+import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -133,6 +138,41 @@ class _Slot:
     error: BaseException | None = None
 
 
+PARENT_POLL = 0.5  # seconds between a worker's checks that its parent is still there
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int, *, signal_on_death: bool = True) -> None:
+    """End this (worker) process when `parent_pid` ends, however it ends: kill -9 included.
+
+    Two mechanisms, because either alone has a gap: on Linux the kernel's parent-death signal (`prctl
+    PR_SET_PDEATHSIG`, SIGKILL), which fires even while this process is stuck in C code, but is tied to the
+    parent *thread* that started it, so `signal_on_death` is passed only when that was the parent's main thread;
+    and everywhere a watchdog thread that ends the process once it has been re-parented (its parent pid
+    changed), within `PARENT_POLL` seconds. Called first thing in every worker (`ProcessExecutor`'s
+    initializer, the web's render workers).
+    """
+    if signal_on_death and sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="nbrecall-parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while True:
+        time.sleep(PARENT_POLL)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+
+def _pool_worker_start(parent_pid: int, main_thread: bool) -> None:
+    """The pool's initializer: see `die_with_parent`."""
+    die_with_parent(parent_pid, signal_on_death=main_thread)
+
+
 class ProcessExecutor(_Closing):
     """A spawn process pool on this machine (`workers` default: os.cpu_count()).
 
@@ -161,7 +201,15 @@ class ProcessExecutor(_Closing):
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+            # Workers end with this process even when it is killed (kill -9 of `nbrecall index`): no orphan keeps
+            # its memory. The processes are started from this thread, which the kernel's signal is tied to.
+            main = threading.current_thread() is threading.main_thread()
+            self._pool = ProcessPoolExecutor(
+                self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_pool_worker_start,
+                initargs=(os.getpid(), main),
+            )
         return self._pool
 
     def _rebuild(self) -> None:

@@ -165,15 +165,23 @@ class Manifest:
             )
         ]
 
-    def cells(self, sha: str) -> list[CellRecord]:
+    def cells(self, sha: str, start: int = 0, stop: int | None = None) -> list[CellRecord]:
+        """The recorded cells of a content, in order; `start`/`stop` take one page of them (by cell index)."""
         return [
             CellRecord(*r)
             for r in self.db.execute(
                 "SELECT sha256, idx, cell_id, cell_type, execution_count, source, outputs FROM cells "
-                "WHERE sha256 = ? ORDER BY idx",
-                (sha,),
+                "WHERE sha256 = ? AND idx >= ? AND idx < ? ORDER BY idx",
+                (sha, start, 2**62 if stop is None else stop),
             )
         ]
+
+    def cell_index(self, sha: str, cell_id: str) -> int | None:
+        """The index of the cell with this id in a content, or None."""
+        row = self.db.execute(
+            "SELECT idx FROM cells WHERE sha256 = ? AND cell_id = ? ORDER BY idx LIMIT 1", (sha, cell_id)
+        ).fetchone()
+        return int(row[0]) if row else None
 
     def facts(self, sha: str) -> list[Fact]:
         """The value facts of a content, in cell order ([] for an index written before facts existed)."""
@@ -325,6 +333,16 @@ class Manifest:
                 "UPDATE runs SET finished_at = ?, summary = ? WHERE rowid = ?",
                 (time.time(), json.dumps(summary), run_id),
             )
+
+    def last_run(self) -> dict[str, Any]:
+        """The summary of the last run that finished, or {}."""
+        row = self.db.execute(
+            "SELECT summary FROM runs WHERE finished_at IS NOT NULL ORDER BY rowid DESC LIMIT 1"
+        ).fetchone()
+        try:
+            return dict(json.loads(row[0])) if row else {}
+        except (ValueError, TypeError):
+            return {}
 
     def stats(self) -> dict[str, int]:
         row = self.db.execute(

@@ -105,10 +105,15 @@ class PgManifest:
         return [(r[0], r[1]) for r in self._all(
             "SELECT root, rel FROM files WHERE sha256 = %s ORDER BY root COLLATE \"C\", rel COLLATE \"C\"", (sha,))]
 
-    def cells(self, sha: str) -> list[CellRecord]:
+    def cells(self, sha: str, start: int = 0, stop: int | None = None) -> list[CellRecord]:
         return [CellRecord(*r) for r in self._all(
             "SELECT sha256, idx, cell_id, cell_type, execution_count, source, outputs FROM cells "
-            "WHERE sha256 = %s ORDER BY idx", (sha,))]
+            "WHERE sha256 = %s AND idx >= %s AND idx < %s ORDER BY idx", (sha, start, 2**62 if stop is None else stop))]
+
+    def cell_index(self, sha: str, cell_id: str) -> int | None:
+        rows = self._all("SELECT idx FROM cells WHERE sha256 = %s AND cell_id = %s ORDER BY idx LIMIT 1",
+                         (sha, cell_id))
+        return int(rows[0][0]) if rows else None
 
     def facts(self, sha: str) -> list[Fact]:
         """The value facts of a content, in cell order."""
@@ -277,6 +282,11 @@ class PgManifest:
     def end_run(self, run_id: int, summary: dict[str, Any]) -> None:
         self.db.execute("UPDATE runs SET finished_at = %s, summary = %s WHERE id = %s",
                         (time.time(), Jsonb(summary), run_id))
+
+    def last_run(self) -> dict[str, Any]:
+        """The summary of the last run that finished (any indexer's), or {}."""
+        rows = self._all("SELECT summary FROM runs WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1")
+        return dict(rows[0][0] or {}) if rows else {}
 
     def stats(self) -> dict[str, int]:
         """The counts `nbrecall status` shows, with the keys of `Manifest.stats`."""

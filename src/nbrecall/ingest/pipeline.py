@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 Progress = Callable[[str, int, int], None]
 
 
+MAX_LISTED_LINKS = 1000  # notebooks read through links out of the roots, listed in the run's summary
+
+
 @dataclass
 class IndexReport:
     """What a run did, for the CLI summary and benchmarks."""
@@ -68,6 +71,7 @@ class IndexReport:
     rerendered: int = 0  # unchanged notebooks indexed again because their render was made, replaced or removed
     vectors_pending: int = 0  # chunks still waiting for a vector when the run ended (resumed by the next run)
     embedded_tokens: int = 0  # word pieces the model read (after its truncation): what embedding cost
+    outside_links: list[tuple[str, str]] = field(default_factory=list)  # (rel, target) read through a link
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, stage: str, seconds: float) -> None:
@@ -268,7 +272,13 @@ def run_index(
                 store.finish_run()
                 report.add_time("keyword + vector index", time.perf_counter() - started)
             report.vectors_pending = manifest.pending_count() if settings.embed.enabled else 0
-            manifest.end_run(run_id, {"indexed": report.notebooks_indexed, "removed": report.notebooks_removed})
+            manifest.end_run(run_id, {
+                "indexed": report.notebooks_indexed,
+                "removed": report.notebooks_removed,
+                # what `nbrecall status` lists: notebooks this run read through links out of the roots
+                "outside_links": [list(pair) for pair in report.outside_links[:MAX_LISTED_LINKS]],
+                "outside_links_total": len(report.outside_links),
+            })
     except IndexLocked:
         raise
     except Exception as exc:  # disk full, read-only folder, damaged file: say which file and what to do
@@ -304,6 +314,7 @@ def _run(
     found = discover(roots, manifest.files(), settings.discover)
     report.add_time("discover", time.perf_counter() - started)
     report.files, report.hashed = len(found.files), found.hashed
+    report.outside_links = [(rel, target) for _root, rel, target in found.outside]
     report.changed, report.deleted_files = len(found.changed), len(found.deleted)
     known = manifest.content_shas()
     todo: dict[str, FileRecord] = {}

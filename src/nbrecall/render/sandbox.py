@@ -85,6 +85,7 @@ class SandboxSpec:
     python: str = sys.executable  # the kernel's interpreter; it needs ipykernel
     limits: Limits = field(default_factory=Limits)
     copy_limit_mb: int = 256  # largest notebook folder copied as a writable work dir
+    kernel_config: str = ""  # an IPython config file's text for the kernel (environments.kernel_config_for)
 
 
 @dataclass
@@ -148,20 +149,50 @@ def check_sandbox() -> None:
         raise SandboxUnavailable(problem)
 
 
-@lru_cache(maxsize=8)
+_PROBE = (
+    "import sys, json, importlib.util as u; print(json.dumps({'paths': [sys.prefix, sys.base_prefix, "
+    "sys.exec_prefix, sys.base_exec_prefix], 'version': list(sys.version_info[:3]), "
+    "'ipykernel': u.find_spec('ipykernel') is not None}))"
+)
+
+
+@lru_cache(maxsize=32)
+def interpreter_facts(python: str) -> dict[str, Any]:
+    """Prefixes, version and whether ipykernel is there, for an interpreter (asked once per process);
+    `{"problem": why}` when it cannot be run."""
+    if os.path.abspath(python) == sys.executable:  # (a link to it elsewhere may find another environment)
+        return {"paths": [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix],
+                "version": list(sys.version_info[:3]), "ipykernel": True}
+    if not os.access(python, os.X_OK):
+        return {"problem": f"{python}: no such interpreter"}
+    try:
+        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60)
+        facts = json.loads(out.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        return {"problem": f"{python} does not run: {str(exc)[:120]}"}
+    return facts if isinstance(facts, dict) else {"problem": f"{python}: unexpected answer"}
+
+
+def interpreter_problem(python: str) -> str:
+    """'' when `python` can run a kernel (it runs and has ipykernel), else why not (one line)."""
+    facts = interpreter_facts(python)
+    if facts.get("problem"):
+        return str(facts["problem"])
+    if not facts.get("ipykernel"):
+        return f"{python} has no ipykernel (install it in that environment: python -m pip install ipykernel)"
+    return ""
+
+
+@lru_cache(maxsize=32)
 def interpreter_prefixes(python: str) -> tuple[str, ...]:
     """The folders the interpreter needs (its prefix, base prefix, executable's real location), deduplicated."""
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-    else:
-        out = subprocess.run(
-            [python, "-c", "import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix,"
-                           " sys.base_exec_prefix]))"],
-            capture_output=True, text=True, timeout=60, check=True,
-        )
-        paths = json.loads(out.stdout)
+    facts = interpreter_facts(python)
+    if facts.get("problem"):
+        raise SandboxUnavailable(str(facts["problem"]))
+    paths = list(facts["paths"])
     real = os.path.realpath(python)
     paths.append(os.path.dirname(os.path.dirname(real)))
+    paths.append(os.path.dirname(os.path.dirname(os.path.abspath(python))))  # the environment as named
     keep: list[str] = []
     for p in sorted({os.path.realpath(p) for p in paths} | {os.path.abspath(p) for p in paths}, key=len):
         if p in ("/", "/usr") or p.startswith("/usr/") or any(p.startswith(k + "/") for k in keep):
@@ -263,6 +294,10 @@ class _Prepared:
         (self.root / "passwd").write_text(f"nb:x:{self.uid}:{self.uid}:nb:{HOME}:/bin/sh\n")
         (self.root / "group").write_text(f"nb:x:{self.uid}:\n")
         (self.root / "matplotlibrc").write_text("svg.hashsalt: nbrecall\n")
+        self.kernel_config: Path | None = None
+        if spec.kernel_config:
+            self.kernel_config = self.root / "kernel_config.py"
+            self.kernel_config.write_text(spec.kernel_config, encoding="utf-8")
         startup = self.root / "startup.py"
         startup.write_text(
             "exec(compile(open('/nbrecall/_kernel_paths.py').read(), '/nbrecall/_kernel_paths.py', 'exec'),"
@@ -316,6 +351,8 @@ class _Prepared:
         cmd += ["--bind", str(self.ipc), str(self.ipc)]
         cmd += ["--ro-bind", str(_KERNEL_PATHS), "/nbrecall/_kernel_paths.py",
                 "--ro-bind", str(self.startup), "/nbrecall/startup.py"]
+        if self.kernel_config is not None:
+            cmd += ["--ro-bind", str(self.kernel_config), "/nbrecall/kernel_config.py"]
         cmd += ["--chdir", self.cwd, "--clearenv"]
         env = {
             "HOME": HOME, "USER": "nb", "LOGNAME": "nb", "SHELL": "/bin/sh",
@@ -334,9 +371,13 @@ class _Prepared:
         cpu = max(1, int(lim.cpu_seconds))
         limits = [f"--as={memory}", f"--cpu={cpu}:{cpu + 5}", f"--fsize={lim.file_mb * 1024 * 1024}", "--core=0",
                   self.process_limit()]
+        version = tuple(interpreter_facts(spec.python).get("version") or (3, 11))
+        flags = ["-Xfrozen_modules=off"] if version >= (3, 11) else []
+        kernel_args = ["--HistoryManager.enabled=False", "--IPKernelApp.exec_files=['/nbrecall/startup.py']"]
+        if self.kernel_config is not None:
+            kernel_args.append("--config=/nbrecall/kernel_config.py")
         cmd += ["--", *self.user_switch(), shutil.which("prlimit") or "/usr/bin/prlimit", *limits, "--",
-                spec.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", connection_file,
-                "--HistoryManager.enabled=False", "--IPKernelApp.exec_files=['/nbrecall/startup.py']"]
+                spec.python, *flags, "-m", "ipykernel_launcher", "-f", connection_file, *kernel_args]
         return cmd
 
     def user_switch(self) -> list[str]:

@@ -11,10 +11,9 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from nbrecall.index.store import SearchFilters
-from nbrecall.ingest.renders import match_cells, render_summary, render_warning
-from nbrecall.notebook.model import Cell
-from nbrecall.notebook.outputs import OutputLimits, render_outputs
+from nbrecall.ingest.renders import render_summary, render_warning
 from nbrecall.search.retrieve import SearchResult
+from nbrecall.web.heavy import RenderBusy, RenderFailed
 from nbrecall.web.models import (
     MAX_FILTER,
     MAX_QUERY,
@@ -25,12 +24,12 @@ from nbrecall.web.models import (
     CellSummary,
     ErrorResponse,
     NotebookDetail,
+    PlainInt,
     RenderCell,
     RenderInfo,
     SearchResponse,
     StatusResponse,
 )
-from nbrecall.web.render import cells_from_records
 from nbrecall.web.state import NotFound, WebState, get_state, not_found
 
 log = logging.getLogger("nbrecall.web")
@@ -57,6 +56,7 @@ NbId = Annotated[
     ),
 ]
 NOT_FOUND = {404: {"model": ErrorResponse, "description": "unknown or malformed notebook id, or no such cell"}}
+BUSY = {503: {"model": ErrorResponse, "description": "every render process is busy: try again shortly"}}
 
 
 def viewer_url(nb_id: str, cell_id: str | None = None) -> str:
@@ -123,7 +123,7 @@ def _filters(year: str | None, project: str | None, author: str | None, tag: str
 def api_search(
     state: State,
     q: QueryText,
-    k: Annotated[int, Query(ge=1, le=100, description="number of results")] = 10,
+    k: Annotated[PlainInt, Query(ge=1, le=100, description="number of results")] = 10,
     year: Year = None,
     project: Project = None,
     author: Author = None,
@@ -250,17 +250,12 @@ def api_notebook(state: State, nb_id: NbId) -> dict[str, Any]:
     except NotFound as exc:
         raise not_found() from exc
     records = state.cells(nb_id)
-    loaded = state.notebook(content)
     meta = content.meta or {}
-    if loaded is not None:
-        from nbrecall.notebook.analysis import analyse_order
-
-        order_warnings = analyse_order(loaded[0]).warnings
-    else:
-        order_warnings = [str(w) for w in meta.get("order_warnings") or []]
+    from_file = state.file_matches(state.notebook_file(content), content.sha256)
+    order_warnings = [str(w) for w in meta.get("order_warnings") or []]  # analysed when it was indexed
     year = meta.get("year")
     health = meta.get("health")
-    render, fresh = state.render(content)
+    render, has_fresh = state.render_result(content)
     compared = {c.id: c.status for c in render.cells} if render is not None else {}
     indexed = render_summary(meta)
     return {
@@ -279,9 +274,9 @@ def api_notebook(state: State, nb_id: NbId) -> dict[str, Any]:
         "nbformat": str(meta.get("nbformat") or ""),
         "order_warnings": list(order_warnings),
         "notes": [str(n) for n in meta.get("notes") or []],
-        "source": "file" if loaded is not None else "index",
+        "source": "file" if from_file else "index",
         **_render_fields(indexed, False),
-        "render": _render_info(render, fresh is not None, indexed["render_status"], meta) if render else None,
+        "render": _render_info(render, has_fresh, indexed["render_status"], meta) if render else None,
         "viewer_url": viewer_url(nb_id),
         "report_url": f"/nb/{nb_id}/report",
         "deps_url": f"/nb/{nb_id}/deps.svg",
@@ -316,32 +311,46 @@ def _render_info(render: Any, has_fresh: bool, indexed: str | None, meta: dict[s
     )
 
 
-@router.get("/notebooks/{nb_id}/cells/{index}", response_model=CellDetail, responses=NOT_FOUND, summary="One cell")
-def api_cell(state: State, nb_id: NbId, index: Annotated[int, Path(description="0-based cell index")]) -> CellDetail:
+@router.get(
+    "/notebooks/{nb_id}/cells/{index}",
+    response_model=CellDetail,
+    responses={**NOT_FOUND, **BUSY},
+    summary="One cell",
+)
+def api_cell(
+    state: State, nb_id: NbId, index: Annotated[PlainInt, Path(description="0-based cell index")]
+) -> CellDetail | JSONResponse:
     try:
         content = state.content(nb_id)
     except NotFound as exc:
         raise not_found() from exc
-    records = state.cells(nb_id)
-    record = next((r for r in records if r.idx == index), None)
-    if record is None:
+    records = state.cells(nb_id, index, index + 1) if 0 <= index < 2**62 else []
+    if not records:
         raise not_found("no such cell")
-    loaded = state.notebook(content)
-    outputs: list[CellOutput] = []
-    fresh_outputs: list[CellOutput] | None = None
-    tags: list[str] = []
-    render, fresh = state.render(content)
+    record = records[0]
+    path = state.notebook_file(content)
+    task = {
+        "path": str(path) if path is not None else None,
+        "sha": content.sha256,
+        "rel": content.rel,
+        "record": record,
+        "max_output_chars": state.settings.chunk.max_output_chars,
+        "meta": dict(content.meta or {}),
+        "renders": state.renders_folder(content),
+    }
+    key = ("cell", content.sha256, index, task["max_output_chars"], state.version(path, content.sha256))
+    notice = None
+    try:
+        found = state.pool.run(key, "cell", task, state.settings.serve.render_timeout)
+    except RenderBusy:
+        return JSONResponse(
+            {"detail": "every render process is busy: try again shortly"}, status_code=503,
+            headers={"retry-after": "5"},
+        )
+    except RenderFailed as exc:
+        found, notice = None, f"outputs not shown ({exc.reason}): outputs_text has them as indexed"
+    render, _has_fresh = state.render_result(content)
     comparison = render.cell(record.cell_id) if render is not None else None
-    if loaded is not None:
-        nb = loaded[0]
-        cell: Cell = nb.cells[index] if 0 <= index < len(nb.cells) else cells_from_records([record])[0]
-        tags = list(cell.tags)
-        limits = OutputLimits(max_chars=state.settings.chunk.max_output_chars)
-        above = _markdown_above(nb.cells, index)
-        outputs = _cell_outputs(cell, above, limits)
-        fresh_cell = match_cells(nb, fresh).get(index) if fresh is not None else None
-        if fresh_cell is not None and cell.is_code:
-            fresh_outputs = _cell_outputs(fresh_cell, above, limits)
     return CellDetail(
         notebook_id=nb_id,
         notebook=content.rel,
@@ -350,30 +359,16 @@ def api_cell(state: State, nb_id: NbId, index: Annotated[int, Path(description="
         cell_type=record.cell_type,
         execution_count=record.execution_count,
         source=record.source,
-        tags=tags,
-        outputs=outputs,
+        tags=list(found["tags"]) if found else [],
+        outputs=[CellOutput(**o) for o in found["outputs"]] if found else [],
         outputs_text=record.outputs,
         url=viewer_url(nb_id, record.cell_id),
         render_status=comparison.status if comparison is not None else None,
-        fresh_outputs=fresh_outputs,
+        fresh_outputs=[CellOutput(**o) for o in found["fresh_outputs"]]
+        if found and found["fresh_outputs"] is not None
+        else None,
+        notice=notice,
     )
-
-
-def _cell_outputs(cell: Cell, markdown_above: str | None, limits: OutputLimits) -> list[CellOutput]:
-    rendered = render_outputs(cell, markdown_above=markdown_above, limits=limits)
-    return [
-        CellOutput(output_type=raw.output_type, kind=out.kind, mime=out.mime, text=out.text, truncated=out.truncated)
-        for raw, out in zip(cell.outputs, rendered, strict=False)
-    ]
-
-
-def _markdown_above(cells: list[Cell], index: int) -> str | None:
-    for cell in reversed(cells[:index]):
-        if cell.is_markdown and cell.source.strip():
-            return cell.source
-        if cell.is_code and cell.source.strip():
-            return None
-    return None
 
 
 @router.get("/status", response_model=StatusResponse, summary="What the index holds; quarantined files")

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 MAX_QUERY = 2000
 MAX_FILTER = 200
 YEAR_PATTERN = r"^([0-9]{4}|[0-9]{4}\.\.[0-9]{4}|[0-9]{4}\.\.|\.\.[0-9]{4}|\.\.)$"
+
+
+_PLAIN_INT = re.compile(r"-?[0-9]{1,30}")
+
+
+def _plain_int(value: Any) -> Any:
+    """Integers in paths and query strings are written as plain decimal digits: `1.0`, `+1`, ` 1`, `1_0`
+    and `1e0` are refused (422) instead of being read as 1."""
+    if isinstance(value, str) and not _PLAIN_INT.fullmatch(value):
+        raise ValueError("must be a plain integer (decimal digits, optionally a leading minus)")
+    return value
+
+
+PlainInt = Annotated[int, BeforeValidator(_plain_int)]
 
 
 class HitFact(BaseModel):
@@ -165,6 +180,9 @@ class CellDetail(BaseModel):
     render_status: str | None = Field(default=None, description="this cell in the stored re-render, if any")
     fresh_outputs: list[CellOutput] | None = Field(
         default=None, description="the re-rendered outputs (after the same output rules), when a render ran"
+    )
+    notice: str | None = Field(
+        default=None, description="set when the outputs could not be rendered within the server's budget"
     )
 
 

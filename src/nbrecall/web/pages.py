@@ -14,8 +14,9 @@ from markupsafe import Markup
 from nbrecall.index.store import SearchFilters
 from nbrecall.ingest.renders import render_label
 from nbrecall.web.api import search_payload
-from nbrecall.web.models import MAX_FILTER, MAX_QUERY
-from nbrecall.web.render import highlight_terms, notebook_view, pygments_css, render_markdown
+from nbrecall.web.heavy import RenderBusy, RenderFailed
+from nbrecall.web.models import MAX_FILTER, MAX_QUERY, PlainInt
+from nbrecall.web.render import highlight_terms, notebook_view, pygments_css
 from nbrecall.web.state import NotFound, WebState, get_state
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -43,7 +44,7 @@ def search_page(
     author: Filter = None,
     tag: Filter = None,
     include_deprecated: bool = False,
-    k: Annotated[int, Query(ge=1, le=100)] = 20,
+    k: Annotated[PlainInt, Query(ge=1, le=100)] = 20,
 ) -> HTMLResponse:
     form = {
         "q": q or "",
@@ -84,58 +85,146 @@ def search_page(
     )
 
 
+def _busy(request: Request) -> HTMLResponse:
+    page = _page(
+        request,
+        "error.html",
+        503,
+        title="Busy",
+        message="Every render process is busy with other notebooks; try again in a few seconds.",
+    )
+    page.headers["retry-after"] = "5"
+    return page
+
+
 @router.get("/nb/{nb_id}", response_class=HTMLResponse)
-def viewer(request: Request, state: State, nb_id: str) -> HTMLResponse:
+def viewer(
+    request: Request,
+    state: State,
+    nb_id: str,
+    page: Annotated[PlainInt | None, Query(ge=1, le=10**9, description="1-based page of cells")] = None,
+    cell: Annotated[str | None, Query(max_length=MAX_FILTER, description="open the page with this cell id")] = None,
+) -> HTMLResponse:
+    """One page of a notebook's cells (`page`, or the page holding cell `cell`), rendered by a render worker
+    within its budget; past the budget, the page as plain text with a notice."""
+    serve = state.settings.serve
+    per_page = max(1, serve.page_cells)
+    with state.lock:  # every lookup in one turn: a page waits behind at most one search, not one per lookup
+        try:
+            content = state.content(nb_id)
+        except NotFound:
+            return _missing(request)
+        n_cells = content.n_cells
+        pages = max(1, -(-n_cells // per_page))
+        number = (page or 1) - 1
+        if cell:
+            found = state.cell_index(nb_id, cell)
+            if found is not None:
+                number = found // per_page
+        number = min(max(0, number), pages - 1)
+        start = number * per_page
+        records = state.cells(nb_id, start, start + per_page)
+        path = state.notebook_file(content)
+        paths = state.paths(nb_id)
+    meta = dict(content.meta or {})
+    task = {
+        "path": str(path) if path is not None else None,
+        "sha": content.sha256,
+        "rel": content.rel,
+        "records": records,
+        "language": str(meta.get("language") or "python"),
+        "meta": meta,
+        "renders": state.renders_folder(content),
+    }
+    key = ("page", content.sha256, number, per_page, state.version(path, content.sha256))
+    result, degraded = None, None
     try:
-        content = state.content(nb_id)
-    except NotFound:
-        return _missing(request)
-    loaded = state.notebook(content)
-    render, fresh = state.render(content)
+        result = state.pool.run(key, "page", task, serve.render_timeout)
+    except RenderBusy as exc:
+        degraded = f"the render processes are busy ({exc})"
+    except RenderFailed as exc:
+        degraded = exc.reason
     view = notebook_view(
-        content, state.paths(nb_id), loaded[0] if loaded else None, state.cells(nb_id), render, fresh
+        content,
+        paths,
+        result,
+        records,
+        n_cells=n_cells,
+        page_number=number,
+        page_cells=per_page,
+        degraded=degraded,
     )
     return _page(request, "notebook.html", view=view, title=view.path)
 
 
-def _indexed_file(request: Request, state: State, nb_id: str):  # type: ignore[no-untyped-def]
-    """The indexed content and its file as it was indexed, or the 404 page that says why not."""
+def _indexed(request: Request, state: State, nb_id: str):  # type: ignore[no-untyped-def]
+    """The indexed content and where its file is, or the 404 page."""
     try:
         content = state.content(nb_id)
     except NotFound:
         return _missing(request)
-    loaded = state.notebook(content)
-    if loaded is None:
-        return _missing(request, "The file of this notebook is missing or has changed since it was indexed.")
-    return content, loaded
+    return content, state.notebook_file(content)
+
+
+_CHANGED = "The file of this notebook is missing or has changed since it was indexed."
 
 
 @router.get("/nb/{nb_id}/report", response_class=HTMLResponse)
 def report(request: Request, state: State, nb_id: str) -> HTMLResponse:
-    from nbrecall.convert.markdown import convert_notebook
-    from nbrecall.convert.report import measure, render_report
-
-    found = _indexed_file(request, state, nb_id)
+    """The fidelity report, built once per notebook hash by a render worker within `report_timeout`."""
+    found = _indexed(request, state, nb_id)
     if isinstance(found, Response):
         return found
-    content, (nb, raw) = found
-    converted = convert_notebook(nb, Path(content.rel).stem)
-    text = render_report(nb, converted, measure(raw, converted))
-    body: Markup = render_markdown(text)
-    return _page(request, "report.html", title=f"Report · {content.rel}", body=body, nb_id=nb_id, path=content.rel)
+    content, path = found
+    task = {"path": str(path) if path is not None else None, "sha": content.sha256, "rel": content.rel}
+    key = ("report", content.sha256, state.version(path, content.sha256)[0])
+    notice = None
+    try:
+        html = state.pool.run(key, "report", task, state.settings.serve.report_timeout)
+    except RenderBusy:
+        return _busy(request)
+    except RenderFailed as exc:
+        html = None
+        notice = (
+            f"No fidelity report for this notebook: {exc.reason}. It is too large or too complex to report on "
+            f"here; `nbrecall convert` on the file writes the report without a time limit."
+        )
+    if html is None and notice is None:
+        return _missing(request, _CHANGED)
+    body = Markup(html) if html is not None else Markup("")  # sanitized by the worker (render_markdown)
+    return _page(
+        request, "report.html", title=f"Report · {content.rel}", body=body, nb_id=nb_id, path=content.rel,
+        notice=notice,
+    )
 
 
 @router.get("/nb/{nb_id}/deps.svg")
 def deps_svg(request: Request, state: State, nb_id: str) -> Response:
-    from nbrecall.convert.depmap import render_dependency_svg
-    from nbrecall.notebook.analysis import analyse
-
-    found = _indexed_file(request, state, nb_id)
+    """The dependency map, built once per notebook hash by a render worker within `report_timeout`."""
+    found = _indexed(request, state, nb_id)
     if isinstance(found, Response):
         return found
-    content, (nb, _raw) = found
-    svg = render_dependency_svg(nb, analyse(nb), title=content.rel)
+    content, path = found
+    task = {"path": str(path) if path is not None else None, "sha": content.sha256, "rel": content.rel}
+    key = ("deps", content.sha256, state.version(path, content.sha256)[0])
+    try:
+        svg = state.pool.run(key, "deps", task, state.settings.serve.report_timeout)
+    except RenderBusy:
+        return Response("busy", status_code=503, media_type="text/plain", headers={"retry-after": "5"})
+    except RenderFailed as exc:
+        svg = _message_svg(f"No dependency map: {exc.reason}")
+    if svg is None:
+        return _missing(request, _CHANGED)
     return Response(svg, media_type="image/svg+xml")
+
+
+def _message_svg(text: str) -> str:
+    from markupsafe import escape
+
+    return (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="640" height="40" viewBox="0 0 640 40">'
+        f'<text x="8" y="24" font-family="sans-serif" font-size="13">{escape(text)}</text></svg>'
+    )
 
 
 @router.get("/static/pygments.css")

@@ -8,11 +8,15 @@ When the notebook content has a stored re-render (`nbrecall render`), the page c
 (fresh / changed / stale + reason), every compared code cell a badge (same / changed / failed / new), and, when
 the render ran, the original and the re-rendered outputs side by side; both go through `render_output`, so the
 fresh outputs are sanitized exactly like the originals.
+
+Every piece is bounded: HTML (in an output or in markdown) nested deeper than `MAX_HTML_DEPTH` is shown as
+escaped text, long text outputs head and tail, a page holds `PAGE_BYTES` of outputs at most. This module builds
+pages one range of cells at a time (`page_views`); `nbrecall.web.worker` runs it in a separate process within a
+time and memory budget, and `degraded_views` is the plain-text page shown when even that is exceeded.
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import re
@@ -29,15 +33,15 @@ from pygments.lexers import PythonLexer, TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from nbrecall.ingest.manifest import CellRecord, ContentRecord
-from nbrecall.ingest.renders import match_cells, render_label, render_summary, render_warning
-from nbrecall.notebook.analysis import analyse_order
+from nbrecall.ingest.renders import render_label, render_summary, render_warning
 from nbrecall.notebook.model import Cell, Notebook, Output
 from nbrecall.notebook.outputs import collapse_carriage_returns, human_size, strip_ansi
-from nbrecall.notebook.read import NotebookUnreadable, join_text, read_notebook_bytes
-from nbrecall.search.retrieve import query_terms
+from nbrecall.notebook.read import join_text
 from nbrecall.web.security import (
     IMAGE_MIMES,
+    MAX_HTML_DEPTH,
     data_uri,
+    html_nesting_exceeds,
     image_data_uri,
     sanitize_html,
     sanitize_svg,
@@ -48,6 +52,10 @@ if TYPE_CHECKING:
 
 MAX_TEXT_OUTPUT = 100_000  # characters of one stream/text output shown in the viewer (head and tail beyond)
 MAX_HTML_OUTPUT = 2_000_000
+PAGE_BYTES = 8_000_000  # outputs of one viewer page; past it, the page's further outputs are markers
+MAX_IMAGE_CHARS = 8_000_000  # base64 of one image shown inline (6 MB); a larger one is a marker
+SHRUNK = "nbrecall/original-chars"  # output metadata: field → its length before `shrink_output` cut it
+_TOO_DEEP = f"HTML nested deeper than {MAX_HTML_DEPTH} elements, shown as text"
 _WIDGET_MIMES = ("application/vnd.jupyter.widget-view+json", "application/vnd.jupyter.widget-state+json")
 _SCRIPT_MIMES = {
     "application/javascript": "[JavaScript output not shown]",
@@ -80,8 +88,17 @@ def pygments_css() -> str:
 # pieces
 
 
-def render_markdown(text: str, attachments: dict[str, dict[str, str]] | None = None) -> Markup:
-    """Markdown (with inline HTML, as Jupyter allows) → sanitized HTML; `attachment:` images become data URIs."""
+def render_markdown(
+    text: str, attachments: dict[str, dict[str, str]] | None = None, notes: list[str] | None = None
+) -> Markup:
+    """Markdown (with inline HTML, as Jupyter allows) → sanitized HTML; `attachment:` images become data URIs.
+
+    Markdown whose inline HTML nests deeper than `MAX_HTML_DEPTH` is shown as escaped text (and `notes` says so).
+    """
+    if html_nesting_exceeds(text):
+        if notes is not None:
+            notes.append(f"markdown with {_TOO_DEEP}")
+        return _pre(text, "raw simplified")
     rendered = _markdown().render(text)
     if attachments and "attachment:" in rendered:
         rendered = re.sub(r'src="attachment:([^"]*)"', lambda m: _attachment_src(m.group(1), attachments), rendered)
@@ -112,15 +129,57 @@ def render_code(source: str, language: str = "python") -> Markup:
     return Markup(highlight(source or "", lexer, _formatter()))
 
 
-def _bounded(text: str, limit: int = MAX_TEXT_OUTPUT) -> str:
-    if len(text) <= limit:
+def _bounded(text: str, limit: int = MAX_TEXT_OUTPUT, original: int | None = None) -> str:
+    """Head and tail of `text`; `original` is its true length when `shrink_output` already cut it."""
+    size = max(len(text), original or 0)
+    if size <= limit:
         return text
     half = limit // 2
-    return f"{text[:half]}\n[… {len(text) - limit:,} characters omitted …]\n{text[-half:]}"
+    return f"{text[:half]}\n[… {size - limit:,} characters omitted …]\n{text[-half:]}"
 
 
-def _pre(text: str, css: str) -> Markup:
-    return Markup('<pre class="{}">{}</pre>').format(css, _bounded(text))
+def _pre(text: str, css: str, original: int | None = None) -> Markup:
+    return Markup('<pre class="{}">{}</pre>').format(css, _bounded(text, original=original))
+
+
+def shrink_output(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
+    """One output as stored in the notebook's JSON, with every field longer than the viewer shows cut to the
+    head and tail it shows (images and HTML past their limits emptied), and the true lengths of the fields it
+    cut: a page then never carries a 50 MB output through the notebook reader, and with the lengths put in the
+    read output's metadata under `SHRUNK` its markers still give the true sizes. An output with nothing too long
+    comes back as it is, with no lengths."""
+    keep = 2 * MAX_TEXT_OUTPUT
+    sizes: dict[str, int] = {}
+
+    def cut(key: str, value: Any, limit: int, empty: bool) -> Any:
+        if not isinstance(value, str | list):
+            return value
+        length = len(value) if isinstance(value, str) else sum(len(v) for v in value if isinstance(v, str))
+        if length <= limit:
+            return value
+        text = join_text(value)
+        sizes[key] = len(text)
+        return "" if empty else text[: limit // 2] + text[-(limit // 2):]
+
+    text = cut("text", raw.get("text"), keep, False) if raw.get("output_type") == "stream" else None
+    data = raw.get("data")
+    shrunk_data: dict[str, Any] = {}
+    if isinstance(data, dict):
+        for mime, value in data.items():
+            if mime in IMAGE_MIMES:
+                shrunk_data[mime] = cut(mime, value, MAX_IMAGE_CHARS, True)
+            elif mime in ("text/html", "image/svg+xml"):
+                shrunk_data[mime] = cut(mime, value, MAX_HTML_OUTPUT, True)
+            else:
+                shrunk_data[mime] = cut(mime, value, keep, False)
+    if not sizes:
+        return raw, {}
+    out = dict(raw)
+    if "text" in sizes:
+        out["text"] = text
+    if isinstance(data, dict):
+        out["data"] = shrunk_data
+    return out, sizes
 
 
 def _marker(text: str) -> Markup:
@@ -148,13 +207,17 @@ def _image(mime: str, value: Any, alt: str) -> Markup | None:
     return Markup('<img class="output-image" src="{}" alt="{}">').format(uri, alt)
 
 
-def render_output(output: Output) -> Markup:
-    """One output as HTML: streams and errors escaped with ANSI codes stripped; rich data sanitized."""
+def render_output(output: Output, notes: list[str] | None = None) -> Markup:
+    """One output as HTML: streams and errors escaped with ANSI codes stripped; rich data sanitized.
+
+    An HTML output nested deeper than `MAX_HTML_DEPTH` is shown as escaped text, and `notes` says so."""
     kind = output.output_type
+    shrunk = output.metadata.get(SHRUNK) if isinstance(output.metadata, dict) else None
+    shrunk = shrunk if isinstance(shrunk, dict) else {}
     if kind == "stream":
         text = collapse_carriage_returns(strip_ansi(output.text))
         css = "stream stderr" if output.name == "stderr" else "stream"
-        return _pre(text, css)
+        return _pre(text, css, shrunk.get("text"))
     if kind == "error":
         heading = strip_ansi(f"{output.ename}: {output.evalue}" if output.evalue else output.ename or "Error")
         trace = "\n".join(strip_ansi(t) for t in output.traceback)
@@ -172,27 +235,37 @@ def render_output(output: Output) -> Markup:
     html_value = data.get("text/html")
     if html_value is not None:
         raw = _as_text(html_value)
-        if len(raw) > MAX_HTML_OUTPUT:
-            return _marker(f"[HTML output of {human_size(len(raw))} not shown]")
+        size = shrunk.get("text/html") or len(raw)
+        if size > MAX_HTML_OUTPUT:
+            return _marker(f"[HTML output of {human_size(size)} not shown]")
+        if html_nesting_exceeds(raw):
+            if notes is not None:
+                notes.append(f"an output with {_TOO_DEEP}")
+            return _pre(raw, "output-text simplified")
         clean = sanitize_html(raw)
         if clean.strip():
             return Markup('<div class="output-html">{}</div>').format(Markup(clean))
     alt = _as_text(data.get("text/plain", ""))[:200]
     for mime in ("image/svg+xml", *IMAGE_MIMES):
         if mime in data:
+            if shrunk.get(mime):
+                return _marker(f"[{mime} image of {human_size(shrunk[mime])} not shown]")
             image = _image(mime, data[mime], alt)
             if image is not None:
                 return image
     if "text/markdown" in data:
-        return Markup('<div class="output-markdown">{}</div>').format(render_markdown(_as_text(data["text/markdown"])))
+        if shrunk.get("text/markdown"):  # cut to head and tail: no longer markdown to render
+            return _pre(_as_text(data["text/markdown"]), "output-text", shrunk["text/markdown"])
+        markdown = render_markdown(_as_text(data["text/markdown"]), notes=notes)
+        return Markup('<div class="output-markdown">{}</div>').format(markdown)
     for mime in ("text/latex", "application/json"):
         if mime in data:
-            return _pre(_as_text(data[mime]), "output-text")
+            return _pre(_as_text(data[mime]), "output-text", shrunk.get(mime))
     for mime, marker in _SCRIPT_MIMES.items():
         if mime in data:
             return _marker(marker)
     if "text/plain" in data:
-        return _pre(strip_ansi(_as_text(data["text/plain"])), "output-text")
+        return _pre(strip_ansi(_as_text(data["text/plain"])), "output-text", shrunk.get("text/plain"))
     if html_value is not None:
         return _marker("[HTML output removed by the sanitizer]")
     first = next(iter(data))
@@ -215,12 +288,20 @@ class CellView:
     prompts: list[str] = field(default_factory=list)
     render_status: str | None = None  # same / changed / failed / new, when a stored render compared this cell
     render_detail: str = ""  # the fresh error or a short diff
+    render_change: str = ""  # values / text / figure / error / random / format (render.compare.CHANGE_CLASSES)
     fresh_outputs: list[Markup] | None = None  # set when the page shows original and re-rendered side by side
     fresh_prompts: list[str] = field(default_factory=list)
 
     @property
     def anchor(self) -> str:
         return f"cell-id={self.cell_id}"
+
+    @property
+    def render_badge(self) -> str:
+        """The cell badge: `changed · values`, `changed · random`; a format-only cell is just `same`."""
+        if self.render_status == "changed" and self.render_change:
+            return f"changed · {self.render_change}"
+        return self.render_status or ""
 
     @property
     def side_by_side(self) -> bool:
@@ -248,6 +329,8 @@ class RenderView:
 
 @dataclass
 class NotebookView:
+    """One page of the viewer: the notebook's header and the cells `start`..`stop` of `n_cells`."""
+
     sha: str
     path: str
     paths: list[str]
@@ -258,22 +341,35 @@ class NotebookView:
     from_file: bool
     notice: str | None = None
     render: RenderView | None = None
+    n_cells: int = 0
+    page: int = 0
+    pages: int = 1
+    start: int = 0
+    stop: int = 0
+    simplified: list[str] = field(default_factory=list)  # what this page shows as text instead, and why
+    degraded: str | None = None  # set when the whole page is plain text (the render ran out of its budget)
+
+    @property
+    def page_numbers(self) -> list[int]:
+        """The pages the pager links to: the first, the last, and a few around this one."""
+        near = range(max(0, self.page - 3), min(self.pages, self.page + 4))
+        return sorted({0, self.pages - 1, *near})
 
 
-def load_notebook(path_on_disk: Any, sha: str, display_path: str) -> tuple[Notebook, bytes] | None:
-    """The notebook file, read and parsed, if it still has the content that was indexed under `sha`."""
-    if path_on_disk is None:
-        return None
-    try:
-        raw = path_on_disk.read_bytes()
-    except OSError:
-        return None
-    if hashlib.sha256(raw).hexdigest() != sha:
-        return None
-    try:
-        return read_notebook_bytes(raw, display_path), raw
-    except NotebookUnreadable:
-        return None
+@dataclass
+class PageResult:
+    """What a render worker sends back for one page: the cells, rendered and sanitized, and what it found."""
+
+    cells: list[CellView]
+    from_file: bool
+    simplified: list[str] = field(default_factory=list)
+    render: RenderView | None = None
+
+
+CHANGED_NOTICE = (
+    "The file on disk is missing or has changed since it was indexed: showing the indexed cells "
+    "(sources and filtered outputs). Re-index to see the current file."
+)
 
 
 def cells_from_records(records: list[CellRecord]) -> list[Cell]:
@@ -283,72 +379,120 @@ def cells_from_records(records: list[CellRecord]) -> list[Cell]:
     ]
 
 
-def notebook_view(
-    content: ContentRecord,
-    paths: list[str],
-    nb: Notebook | None,
+def page_views(
+    cells: list[Cell] | None,
     records: list[CellRecord],
+    language: str,
+    meta: dict[str, Any],
     render: RenderResult | None = None,
     fresh: Notebook | None = None,
-) -> NotebookView:
-    """The viewer's model of one indexed notebook: from the file when it is unchanged, else from the index;
-    with the stored re-render (`render`, and its executed copy `fresh`) when there is one."""
-    meta = dict(content.meta or {})
-    language = str(meta.get("language") or "python")
-    cells: list[CellView] = []
-    if nb is not None:
-        language = nb.language or language
-        for cell in nb.cells:
-            cells.append(_cell_view(cell, language))
-        order = analyse_order(nb)
-        notice = None
+    matched: dict[int, Cell] | None = None,
+) -> PageResult:
+    """One page of cells as views: from the file's cells when it still has the indexed content (`cells`), else
+    from the index's records of them; with the stored re-render (`render`, and the executed copy's cells matched
+    to this page's, `matched`) when there is one. Sanitized, and bounded by `PAGE_BYTES`."""
+    simplified: list[str] = []
+    budget = [PAGE_BYTES]
+    views: list[CellView] = []
+    if cells is not None:
+        for cell in cells:
+            views.append(_cell_view(cell, language, simplified, budget))
     else:
         by_index = {r.idx: r for r in records}
         for cell in cells_from_records(records):
-            view = _cell_view(cell, language)
+            view = _cell_view(cell, language, simplified, budget)
             stored = by_index[cell.index].outputs
             if stored.strip():
                 view.outputs = [_pre(stored, "output-text")]
-            cells.append(view)
-        order = analyse_order(Notebook(content.rel, content.sha256, cells_from_records(records), 4, 5))
-        notice = (
-            "The file on disk is missing or has changed since it was indexed: showing the indexed cells "
-            "(sources and filtered outputs). Re-index to see the current file."
-        )
-    view = NotebookView(
+            views.append(view)
+    result = PageResult(cells=views, from_file=cells is not None, simplified=simplified)
+    if render is not None:
+        result.render = _attach_render(views, meta, render, matched if cells is not None and fresh else None,
+                                       simplified, budget)
+    return result
+
+
+def degraded_views(records: list[CellRecord]) -> list[CellView]:
+    """The page as plain escaped text from the index's records (sources and filtered outputs): what the viewer
+    shows when rendering the page ran out of its time or memory budget. Linear in the records' size."""
+    views: list[CellView] = []
+    for r in records:
+        view = CellView(r.idx, r.cell_id, r.cell_type, r.execution_count, [], _pre(r.source, "raw simplified"))
+        if r.outputs.strip():
+            view.outputs, view.prompts = [_pre(r.outputs, "output-text simplified")], [""]
+        views.append(view)
+    return views
+
+
+def notebook_view(
+    content: ContentRecord,
+    paths: list[str],
+    page: PageResult | None,
+    records: list[CellRecord],
+    *,
+    n_cells: int,
+    page_number: int = 0,
+    page_cells: int = 100,
+    degraded: str | None = None,
+) -> NotebookView:
+    """The viewer's model of one page of an indexed notebook, from what a render worker sent (`page`), or, when
+    it could not (`degraded` says why), the page as plain text from the index's records."""
+    meta = dict(content.meta or {})
+    start = page_number * page_cells
+    pages = max(1, -(-n_cells // page_cells))
+    if page is None:
+        cells, from_file, simplified, render = degraded_views(records), False, [], None
+    else:
+        cells, from_file, simplified, render = page.cells, page.from_file, page.simplified, page.render
+    notice = None if page is None or from_file else CHANGED_NOTICE
+    return NotebookView(
         sha=content.sha256,
         path=content.rel,
         paths=paths,
         meta=meta,
         cells=cells,
-        order_warnings=list(order.warnings),
+        order_warnings=[str(w) for w in meta.get("order_warnings") or []],
         notes=[str(n) for n in meta.get("notes") or []],
-        from_file=nb is not None,
+        from_file=from_file,
         notice=notice,
+        render=render,
+        n_cells=n_cells,
+        page=page_number,
+        pages=pages,
+        start=start,
+        stop=min(n_cells, start + page_cells),
+        simplified=simplified,
+        degraded=degraded,
     )
-    if render is not None:
-        view.render = _attach_render(view, render, nb, fresh)
-    return view
 
 
-def _attach_render(view: NotebookView, render: RenderResult, nb: Notebook | None, fresh: Notebook | None) -> RenderView:
+def _attach_render(
+    views: list[CellView],
+    meta: dict[str, Any],
+    render: RenderResult,
+    matched: dict[int, Cell] | None,
+    simplified: list[str],
+    budget: list[int],
+) -> RenderView:
     """Badges on the cells the render compared; the re-rendered outputs beside the originals when it ran."""
     compared = {c.id: c for c in render.cells}
-    for cell in view.cells:
+    for cell in views:
         comparison = compared.get(cell.cell_id)
         if comparison is not None:
             cell.render_status, cell.render_detail = comparison.status, comparison.detail
+            cell.render_change = comparison.change
     side_by_side = False
-    if nb is not None and fresh is not None:
-        matched = match_cells(nb, fresh)
-        for cell in view.cells:
+    if matched is not None:
+        for cell in views:
             other = matched.get(cell.index)
             if cell.cell_type == "code" and other is not None:
-                cell.fresh_outputs, cell.fresh_prompts = _outputs_html(other.outputs)
+                notes: list[str] = []
+                cell.fresh_outputs, cell.fresh_prompts = _outputs_html(other.outputs, notes, budget)
+                simplified.extend(f"Cell [{cell.index}] (re-rendered): {n}" for n in notes)
                 side_by_side = True
-    indexed = render_summary(view.meta)["render_status"]
+    indexed = render_summary(meta)["render_status"]
     notice = None
-    if indexed != render.status or str(view.meta.get("rendered_at") or "") != render.rendered_at:
+    if indexed != render.status or str(meta.get("rendered_at") or "") != render.rendered_at:
         notice = (
             "This render is newer than the index: search still uses "
             + (f"the {indexed} render" if indexed else "the file's own outputs")
@@ -367,15 +511,27 @@ def _attach_render(view: NotebookView, render: RenderResult, nb: Notebook | None
     )
 
 
-def _outputs_html(outputs: list[Output]) -> tuple[list[Markup], list[str]]:
-    """Outputs as sanitized HTML with their `Out[n]` prompts (the same rules for original and fresh outputs)."""
+def _outputs_html(
+    outputs: list[Output], notes: list[str] | None = None, budget: list[int] | None = None
+) -> tuple[list[Markup], list[str]]:
+    """Outputs as sanitized HTML with their `Out[n]` prompts (the same rules for original and fresh outputs).
+
+    `budget` (one number, in a list so callers share it) is what the page may still hold; an output that does
+    not fit becomes a marker."""
     html_outputs: list[Markup] = []
     prompts: list[str] = []
     for output in outputs:
-        try:
-            html_outputs.append(render_output(output))
-        except Exception as exc:  # odd data must never break the page
-            html_outputs.append(_marker(f"[unreadable output: {type(exc).__name__}]"))
+        if budget is not None and budget[0] <= 0:
+            html_outputs.append(_marker("[output not shown: this page already holds the most a page shows; "
+                                        "the cell's outputs are in /api/notebooks/…/cells/…]"))
+        else:
+            try:
+                html = render_output(output, notes)
+            except Exception as exc:  # odd data must never break the page
+                html = _marker(f"[unreadable output: {type(exc).__name__}]")
+            if budget is not None:
+                budget[0] -= len(html)
+            html_outputs.append(html)
         prompt = ""
         if output.output_type == "execute_result" and output.execution_count is not None:
             prompt = f"Out[{output.execution_count}]"
@@ -383,15 +539,22 @@ def _outputs_html(outputs: list[Output]) -> tuple[list[Markup], list[str]]:
     return html_outputs, prompts
 
 
-def _cell_view(cell: Cell, language: str) -> CellView:
+def _cell_view(
+    cell: Cell, language: str, simplified: list[str] | None = None, budget: list[int] | None = None
+) -> CellView:
+    notes: list[str] = []
     if cell.cell_type == "markdown":
-        body = render_markdown(cell.source, cell.attachments)
+        body = render_markdown(cell.source, cell.attachments, notes)
     elif cell.cell_type == "code":
         body = render_code(cell.source, language)
     else:
         body = Markup('<pre class="raw">{}</pre>').format(cell.source)
     view = CellView(cell.index, cell.id, cell.cell_type, cell.execution_count, list(cell.tags), body)
-    view.outputs, view.prompts = _outputs_html(cell.outputs)
+    if budget is not None:
+        budget[0] -= len(body)
+    view.outputs, view.prompts = _outputs_html(cell.outputs, notes, budget)
+    if simplified is not None:
+        simplified.extend(f"Cell [{cell.index}]: {n}" for n in notes)
     return view
 
 
@@ -401,6 +564,8 @@ def _cell_view(cell: Cell, language: str) -> CellView:
 
 def highlight_terms(text: str, query: str) -> Markup:
     """`text` escaped, with every query term wrapped in `<mark>` (case-insensitive, at word starts)."""
+    from nbrecall.search.retrieve import query_terms  # here: render workers never load the search stack
+
     terms = sorted(query_terms(query), key=len, reverse=True)
     if not terms:
         return escape(text)

@@ -1,10 +1,13 @@
-"""What the routes share: the opened archive, settings, and lookups that never take a path from a request."""
+"""What the routes share: the opened archive, settings, the render processes, and lookups that never take a path
+from a request."""
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException, Request
@@ -12,11 +15,10 @@ from fastapi import HTTPException, Request
 from nbrecall.config import Settings
 from nbrecall.index.store import SearchFilters
 from nbrecall.ingest.manifest import CellRecord, ContentRecord
-from nbrecall.ingest.renders import load_render_pair, render_summary, renders_dir
-from nbrecall.notebook.model import Notebook
+from nbrecall.ingest.renders import render_mtime_ns, render_summary, renders_dir
 from nbrecall.search.retrieve import SearchResult
 from nbrecall.service import Archive
-from nbrecall.web.render import load_notebook
+from nbrecall.web.heavy import RenderPool
 
 if TYPE_CHECKING:
     from nbrecall.render.compare import RenderResult
@@ -28,11 +30,30 @@ class NotFound(Exception):
     """An unknown or malformed notebook id, or a cell index out of range."""
 
 
+def _render_pool(settings: Settings) -> RenderPool:
+    serve = settings.serve
+    return RenderPool(serve.workers, serve.render_memory_mb, serve.cache_mb, serve.queue_timeout)
+
+
 @dataclass
 class WebState:
     settings: Settings
     archive: Archive
     lock: threading.RLock = field(default_factory=threading.RLock)
+    heavy: RenderPool | None = None
+
+    def __post_init__(self) -> None:
+        if self.heavy is None:
+            self.heavy = _render_pool(self.settings)
+
+    @property
+    def pool(self) -> RenderPool:
+        assert self.heavy is not None
+        return self.heavy
+
+    def close(self) -> None:
+        """Stop the render processes."""
+        self.pool.close()
 
     def search(self, query: str, filters: SearchFilters, max_notebooks: int = 10) -> SearchResult:
         with self.lock:
@@ -57,19 +78,56 @@ class WebState:
         with self.lock:
             return [rel for _root, rel in self.archive.manifest.paths_of(nb_id)]
 
-    def cells(self, nb_id: str) -> list[CellRecord]:
+    def cells(self, nb_id: str, start: int = 0, stop: int | None = None) -> list[CellRecord]:
+        """The index's records of the notebook's cells (`start`..`stop`: one page of them)."""
         with self.lock:
-            return self.archive.manifest.cells(nb_id)
+            return self.archive.manifest.cells(nb_id, start, stop)
 
-    def notebook(self, content: ContentRecord) -> tuple[Notebook, bytes] | None:
-        """The parsed file, only if the file the manifest lists still hashes to the indexed content."""
+    def cell_index(self, nb_id: str, cell_id: str) -> int | None:
         with self.lock:
-            path = self.archive.notebook_file(content.sha256)
-        return load_notebook(path, content.sha256, content.rel)
+            return self.archive.manifest.cell_index(nb_id, cell_id)
 
-    def render(self, content: ContentRecord) -> tuple[RenderResult | None, Notebook | None]:
-        """The stored re-render of this content and its executed copy (found by hash in the renders folder)."""
-        return load_render_pair(renders_dir(self.settings), content.sha256, content.rel)
+    def notebook_file(self, content: ContentRecord) -> Path | None:
+        """Where the notebook's file is (render workers read it, and check it still has the indexed hash)."""
+        with self.lock:
+            return self.archive.notebook_file(content.sha256)
+
+    def file_matches(self, path: Path | None, sha: str) -> bool:
+        """The file still hashes to the indexed content; read in blocks, so a 50 MB notebook costs no memory."""
+        if path is None:
+            return False
+        from nbrecall.ingest.discover import file_sha256
+
+        try:
+            return file_sha256(path) == sha
+        except OSError:
+            return False
+
+    def version(self, path: Path | None, sha: str) -> tuple[Any, ...]:
+        """What a cached rendering of this notebook depends on besides its hash: the file's state (it may have
+        changed or gone since indexing) and its stored re-render."""
+        try:
+            stat = os.stat(path) if path is not None else None
+        except OSError:
+            stat = None
+        file_state = (str(path), stat.st_size, stat.st_mtime_ns) if stat is not None else None
+        return file_state, render_mtime_ns(renders_dir(self.settings), sha)
+
+    def render_result(self, content: ContentRecord) -> tuple[RenderResult | None, bool]:
+        """The stored re-render of this content (by hash, in the renders folder) and whether its executed copy
+        is stored too; the copy itself is not read (render workers do that, within their budget)."""
+        out = renders_dir(self.settings)
+        if render_mtime_ns(out, content.sha256) is None:
+            return None, False
+        from nbrecall.render.run import load_render, render_file_name
+
+        result = load_render(out, content.sha256)
+        return result, result is not None and (out / render_file_name(content.sha256, ".ipynb")).is_file()
+
+    def renders_folder(self, content: ContentRecord) -> str | None:
+        """The renders folder when this content has a stored render (workers load it), else None."""
+        out = renders_dir(self.settings)
+        return str(out) if render_mtime_ns(out, content.sha256) is not None else None
 
     def render_summaries(self, shas: list[str]) -> dict[str, dict[str, Any]]:
         """sha → `render_summary` of what the index used, for a page of search results."""

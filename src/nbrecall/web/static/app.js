@@ -13,9 +13,26 @@
     return el && el.classList.contains("cell") ? el : null;
   }
 
+  // A long notebook is shown a page of cells at a time: a #cell-id link to a cell on another page asks the
+  // server for the page that holds it (the fragment never reaches the server by itself).
+  function pageOfHash() {
+    var cells = document.querySelector(".cells[data-nb]");
+    if (!cells || cells.getAttribute("data-pages") === "1" || !location.hash) return false;
+    var raw = location.hash.slice(1), id = raw;
+    try { id = decodeURIComponent(raw); } catch (e) { /* keep raw */ }
+    if (id.indexOf("cell-id=") !== 0) return false;
+    var wanted = id.slice("cell-id=".length);
+    var params = new URLSearchParams(location.search);
+    if (params.get("cell") === wanted) return false;  // asked already: the id is not in this notebook
+    var sha = cells.getAttribute("data-nb");
+    if (!SHA.test(sha)) return false;
+    location.replace("/nb/" + sha + "?cell=" + encodeURIComponent(wanted) + location.hash);
+    return true;
+  }
+
   function highlightFromHash() {
     var el = cellFromHash();
-    if (!el) return;
+    if (!el) { pageOfHash(); return; }
     var old = document.querySelectorAll(".cell.highlight");
     for (var i = 0; i < old.length; i++) old[i].classList.remove("highlight");
     el.classList.add("highlight");
