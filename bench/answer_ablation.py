@@ -19,12 +19,13 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import pickle
 import time
 from dataclasses import fields, replace
 from pathlib import Path
 
 from nbrecall.answer.answer import llm_context
-from nbrecall.answer.compose import extractive_answer, value_answer
+from nbrecall.answer.compose import extractive_answer
 from nbrecall.answer.evaluate import answer_metrics, judge_answer
 from nbrecall.answer.question import read_question
 from nbrecall.answer.values import ValueWeights, gather, score
@@ -44,7 +45,28 @@ def variants() -> list[tuple[str, ValueWeights]]:
     return out
 
 
-def run_set(name: str, index: Path, queries: Path, show_misses: bool, only: set[str] | None) -> list[list[str]]:
+def prepare(archive: Archive, settings, items: list, cache: Path | None) -> list:  # type: ignore[no-untyped-def, type-arg]
+    """Per query: the search result, the candidate facts and the LLM context (default weights); pickled to
+    `cache` when given, so that scoring alone can be re-run."""
+    if cache is not None and cache.exists():
+        with cache.open("rb") as f:
+            return pickle.load(f)
+    prepared = []
+    for q in items:
+        result = archive.search(q.query)
+        question = read_question(q.query)
+        cands = gather(question, result, archive) if result.notebooks else []
+        ranked = score(question, copy.deepcopy(cands), result)
+        context = llm_context(q.query, result, archive, settings, ranked=ranked).text
+        prepared.append((q, result, cands, context))
+    if cache is not None:
+        with cache.open("wb") as f:
+            pickle.dump(prepared, f)
+    return prepared
+
+
+def run_set(name: str, index: Path, queries: Path, show_misses: bool, only: set[str] | None,
+            cache: Path | None = None) -> list[list[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NBRECALL_LLM")}
     settings = load_settings(None, env=env)
     settings.index_dir = index
@@ -52,27 +74,17 @@ def run_set(name: str, index: Path, queries: Path, show_misses: bool, only: set[
     archive = Archive(settings)
     items = load_queries(queries)
     started = time.perf_counter()
-    prepared = []
-    for q in items:
-        result = archive.search(q.query)
-        question = read_question(q.query)
-        cands = gather(question, result, archive) if result.notebooks else []
-        base = extractive_answer(q.query, result, archive)
-        context = llm_context(q.query, result, archive, settings).text
-        prepared.append((q, result, question, cands, base, context))
+    prepared = prepare(archive, settings, items, cache)
     seconds = (time.perf_counter() - started) / max(len(items), 1)
     rows = []
     for label, weights in variants():
         if only and label not in only:
             continue
         outcomes = []
-        for q, result, question, cands, base, context in prepared:
-            answer = base
-            if base.kind in ("value", "general") and cands:
-                ranked = score(question, copy.deepcopy(cands), result, weights)
-                found = value_answer(question, result, archive, None, weights, ranked)
-                if base.values and found is not None or question.kind == "value" and found is not None:
-                    answer = found
+        for q, result, cands, context in prepared:
+            question = read_question(q.query)
+            ranked = score(question, copy.deepcopy(cands), result, weights)
+            answer = extractive_answer(q.query, result, archive, weights=weights, ranked=ranked)
             outcomes.append(judge_answer(q, answer, context))
         overall = answer_metrics(outcomes)
         values = answer_metrics(o for o in outcomes if o.query.kind == "value")
@@ -100,12 +112,18 @@ def main() -> None:
     parser.add_argument("--set", action="append", required=True, metavar="NAME=INDEX:QUERIES")
     parser.add_argument("--misses", action="store_true", help="list the default variant's misses")
     parser.add_argument("--only", action="append", help="run only these variants (e.g. --only default)")
+    parser.add_argument("--cache", type=Path, help="a folder for the searches and candidates of each set (pickled):"
+                        " a second run re-scores only")
     args = parser.parse_args()
     rows: list[list[str]] = []
     for spec in args.set:
         name, rest = spec.split("=", 1)
         index, queries = rest.split(":", 1)
-        rows.extend(run_set(name, Path(index), Path(queries), args.misses, set(args.only) if args.only else None))
+        cache = args.cache / f"{name}.pickle" if args.cache else None
+        if args.cache:
+            args.cache.mkdir(parents=True, exist_ok=True)
+        rows.extend(run_set(name, Path(index), Path(queries), args.misses, set(args.only) if args.only else None,
+                            cache))
     header = ["set", "variant", "value@1", "value@3", "value cell@1", "where cell@1", "all cell@1", "context"]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")

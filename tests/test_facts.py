@@ -12,8 +12,8 @@ from conftest import code, result, stream, write_nb
 from nbrecall.ingest.chunk import heading_paths, render_cells
 from nbrecall.notebook.analysis import analyse
 from nbrecall.notebook.facts import Fact, FactLimits, extract_facts
-from nbrecall.notebook.printed import latex_text, line_facts
 from nbrecall.notebook.outputs import OutputLimits
+from nbrecall.notebook.printed import latex_text, line_facts
 from nbrecall.notebook.read import read_notebook
 
 
@@ -32,7 +32,7 @@ def facts_of(tmp_path: Path, cells: list, limits: FactLimits | None = None, stal
         ("Total ballast aft: 1,284.6 m3", [("Total ballast aft", "1,284.6")]),
         # a number between words belongs to the label; a spread and a range are one value each
         ("The interval for Well 2 is 0.200 +/- 0.018, with a range of 0.182, 0.218",
-         [("The interval for Well 2", "0.200 +/- 0.018"), ("a range of", "0.182, 0.218")]),
+         [("The interval for Well 2", "0.200 +/- 0.018"), ("The interval for Well 2 … a range of", "0.182, 0.218")]),
         ("Sway added mass = 1.12+0.579j", [("Sway added mass", "1.12+0.579j")]),
         ("Beta (U-235) = 0.006504", [("Beta (U-235)", "0.006504")]),
         ("at time 4.02 minutes.", [("at time", "4.02")]),

@@ -270,11 +270,26 @@ def test_ask_streams_server_sent_events(client: TestClient) -> None:
             assert answer["question"].startswith("what ballast volume")
 
 
+def test_ask_in_one_json_answer_with_its_values(client: TestClient) -> None:
+    question = "what ballast volume did we use aft for the 130 m PSV?"
+    for response in (client.get("/api/ask", params={"q": question, "format": "json"}),
+                     client.post("/api/ask", json={"q": question, "format": "json"})):
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"].startswith("application/json")
+        answer = response.json()
+        assert answer["question"] == question and answer["mode"] == "extractive" and answer["kind"] == "value"
+        assert answer["values"] and answer["values"][0]["cell"] == answer["citations"][0]["cell"]
+        assert {"value", "label", "shown", "unit", "notebook", "cell_id", "year"} <= set(answer["values"][0])
+
+
 @pytest.mark.parametrize(
     ("method", "kwargs"),
     [
         ("get", {"params": {"q": "x" * 2001}}),
         ("get", {"params": {}}),
+        ("get", {"params": {"q": "   "}}),
+        ("get", {"params": {"q": "ballast", "format": "xml"}}),
+        ("post", {"json": {"q": " \t "}}),
         ("post", {"json": {"q": "x" * 2001}}),
         ("post", {"json": {"q": ""}}),
         ("post", {"json": {"question": "no q"}}),

@@ -608,10 +608,14 @@ def _eval_answers(archive, settings: Settings, items: list, root: Path, show_mis
     from nbrecall.answer.answer import llm_context
     from nbrecall.answer.compose import extractive_answer
     from nbrecall.answer.evaluate import evaluate_answers
+    from nbrecall.answer.question import read_question
+    from nbrecall.answer.values import rank_values
 
     def ask(text: str):  # type: ignore[no-untyped-def]
         result = archive.search(text)
-        return extractive_answer(text, result, archive), llm_context(text, result, archive, settings).text
+        ranked = rank_values(read_question(text), result, archive) if result.notebooks else []
+        context = llm_context(text, result, archive, settings, ranked=ranked).text
+        return extractive_answer(text, result, archive, ranked=ranked), context
 
     table, outcomes = evaluate_answers(items, ask)
     out = Console()

@@ -21,7 +21,7 @@ from nbrecall.answer.keys import KeyStoreError, resolve_api_key
 from nbrecall.answer.llm import SYSTEM_PROMPT, LLMClient, LLMError, ThinkFilter, parse_citations, user_message
 from nbrecall.answer.question import read_question
 from nbrecall.answer.types import Answer, AnswerEvent
-from nbrecall.answer.values import rank_values
+from nbrecall.answer.values import RankedFact, rank_values
 from nbrecall.config import Settings
 from nbrecall.index.store import SearchFilters
 from nbrecall.ingest.manifest import CellRecord
@@ -85,13 +85,14 @@ CONTEXT_VALUES = 12  # value facts listed at most in the LLM context
 
 
 def llm_context(question: str, result: SearchResult, archive: Archive, settings: Settings,
-                filters: SearchFilters | None = None) -> Context:
+                filters: SearchFilters | None = None, ranked: list[RankedFact] | None = None) -> Context:
     """What the LLM is sent: the best value facts for the question, then the top notebooks' neighbourhoods and
-    other matching cells, inside `answer.context_tokens`."""
+    other matching cells, inside `answer.context_tokens` (`ranked`: the facts already ranked for the question)."""
     top = max(1, settings.retrieve.top_notebooks)
     values: list[ContextValue] = []
     if result.notebooks:
-        ranked = rank_values(read_question(question), result, archive, filters)
+        if ranked is None:
+            ranked = rank_values(read_question(question), result, archive, filters)
         values = [ContextValue(c.fact.statement(), c.notebook, c.nb_sha, c.fact.cell, c.fact.cell_id, c.fact.heading)
                   for c in pick_values(ranked, CONTEXT_VALUES)]
     return build_context(

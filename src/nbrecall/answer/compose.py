@@ -1,16 +1,25 @@
 """The extractive answer (DESIGN §7): the value, cell or sentence that best answers, copied and cited.
 
 Nothing is generated. A value answer is a value fact as the notebook printed it, with up to two alternatives
-from other cells or notebooks ("also found"); a "where" answer names the notebook, the section and the cell; a
-term answer is the defining sentence of a markdown cell. When no value is close enough to the question, the
-answer says so and points at the best cell instead of printing a number that is probably wrong.
+from other cells or notebooks ("also found"); a "where" answer names the notebook, the section and the cell that
+retrieval found; a term answer is the defining sentence of a markdown cell.
+
+Which of these a question gets: its grammar says so when it has an interrogative (`question.py`); a question
+without one ("final RMSE of the tuned model", "bootstrap test for a difference in means") gets a value only when
+the evidence points at one: the value sits in the cell retrieval found first, or its name holds what the question
+asks about (its first noun phrase) or much of the question; else retrieval's cell. Measured on both development
+sets (`bench/answer_ablation.py`, bench/README.md): retrieval's first cell is the right one to cite for "where",
+error, column and figure questions more often than any cell chosen afterwards by word overlap.
+
+Honesty: a value whose name shares no word with what is asked is given with a notice to check it; when no
+candidate shares anything with the question, no value is given and the closest cell is pointed at.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nbrecall.answer.places import best_cell_answer, where_answer
+from nbrecall.answer.places import where_answer
 from nbrecall.answer.question import Question, read_question
 from nbrecall.answer.sentences import term_answer
 from nbrecall.answer.types import Answer, Citation, FoundValue
@@ -25,9 +34,9 @@ if TYPE_CHECKING:
 ALTERNATIVES = 2
 # Below this share of its terms found in the first notebooks, a question's words cannot choose within them.
 MIN_COVERAGE = 0.34
-# Below this, no value is given: the best candidate shares no term with the question and its description is not
-# close to it either (see `_confident`).
-MIN_SIMILARITY = 0.3
+# A question without an interrogative gets a value when the best one's name covers this much of its subject or
+# of the whole question (`values.score`: the `subject` and `label` signals), or sits in retrieval's first chunk.
+VALUE_EVIDENCE = 0.5
 
 
 def no_match(question: str) -> Answer:
@@ -64,84 +73,101 @@ def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES) -> list[
     return picked
 
 
-def _confident(question: Question, best: RankedFact) -> bool:
-    """A value is worth giving when its name or place shares a term with the question, or its description is
-    close to the question's meaning; else the best candidate is just the least bad of unrelated numbers."""
-    s = best.signals
-    return s.get("label", 0.0) > 0 or s.get("context", 0.0) > 0 or s.get("similarity", 0.0) >= MIN_SIMILARITY
+def _in_first_hit(result: SearchResult, cand: RankedFact) -> bool:
+    """Whether the fact's cell is one of the cells of retrieval's first chunk."""
+    first = result.notebooks[0] if result.notebooks else None
+    return bool(first and first.hits) and cand.nb_sha == first.nb_sha and cand.fact.cell in set(first.hits[0].cells)
+
+
+def _shares_anything(cand: RankedFact) -> bool:
+    s = cand.signals
+    return any(s.get(k, 0.0) > 0 for k in ("subject", "label", "context"))
 
 
 def value_answer(question: Question, result: SearchResult, archive: Archive, filters: SearchFilters | None,
                  weights: ValueWeights | None = None, ranked: list[RankedFact] | None = None) -> Answer | None:
-    """The best value and its alternatives; None when no candidate is close enough (`ranked`: the candidates
-    already ranked, for a caller that scores them itself)."""
+    """The best value and its alternatives; None when no candidate shares anything with the question and none
+    is in the cell retrieval found (`ranked`: the candidates already ranked, for a caller that scores them)."""
     if ranked is None:
         ranked = rank_values(question, result, archive, filters, weights)
     if not ranked:
         return None
     picked = pick_values(ranked)
-    if not _confident(question, picked[0]):
+    best = picked[0]
+    if not _shares_anything(best) and not _in_first_hit(result, best):
         return None
     values = [_found(c) for c in picked]
-    best = values[0]
-    lines = [f"{best.shown} — {best.citation.label()}{_meta(best)}"]
+    first = values[0]
+    lines = [f"{first.shown} — {first.citation.label()}{_meta(first)}"]
     if len(values) > 1:
         lines.append("Also found:")
         lines.extend(f"  {v.shown} — {v.citation.label()}{_meta(v)}" for v in values[1:])
-    notice = "the value comes from outputs that could not be re-rendered (stale)" if best.stale else None
+    notices = []
+    if question.subject and best.signals.get("subject", 0.0) == 0:
+        asked = " ".join(question.subject)
+        notices.append(f"the value's name does not say “{asked}”: check the cell before you use it")
+    if first.stale:
+        notices.append("the value comes from outputs that could not be re-rendered (stale)")
     citations = list(dict.fromkeys(v.citation for v in values))
-    return Answer(question.text, "\n".join(lines), citations, "extractive", notice, values, question.kind)
+    return Answer(question.text, "\n".join(lines), citations, "extractive", "; ".join(notices) or None, values,
+                  question.kind)
 
 
-def coverage(question: Question, result: SearchResult, archive: Archive, top: int = 3) -> float:
-    """The share of the question's terms that occur in the first notebooks (1.0 for a question without terms).
+def _value_fits(question: Question, result: SearchResult, answer: Answer | None,
+                ranked: list[RankedFact] | None) -> bool:
+    """For a question without an interrogative: does the evidence point at a value rather than at a place?"""
+    if answer is None or not answer.values or not ranked:
+        return False
+    best = next(c for c in ranked if (c.nb_sha, c.fact.cell) == (answer.values[0].citation.nb_sha,
+                                                                   answer.values[0].citation.cell))
+    s = best.signals
+    return (_in_first_hit(result, best) or s.get("subject", 0.0) >= VALUE_EVIDENCE
+            or s.get("label", 0.0) >= VALUE_EVIDENCE)
 
-    0 means vector search found neighbours that share no word with the question (nothing matches); a low share
-    means the notebooks do not speak the question's words (another language, other names): then the words cannot
-    pick a value or a sentence, and the answer is retrieval's best cell."""
-    if not question.terms:
-        return 1.0
+
+def found_terms(question: Question, result: SearchResult, archive: Archive, top: int = 3) -> set[str]:
+    """The question's terms that occur anywhere in the first notebooks (sources, outputs, paths)."""
     found: set[str] = set()
     for nb in result.notebooks[:top]:
         cells = archive.manifest.cells(nb.nb_sha)
         vocabulary = term_set(" ".join(f"{c.source}\n{c.outputs}" for c in cells) + " " + nb.notebook)
         found.update(t for t in question.terms if match(t, vocabulary))
-    return len(found) / len(set(question.terms))
+    return found
+
+
+def place_answer(question: Question, result: SearchResult, archive: Archive, notice: str | None = None) -> Answer:
+    """Retrieval's first cell, named like a "where" answer."""
+    found = where_answer(question, result, archive)
+    found.notice = notice
+    return found
 
 
 def extractive_answer(question: str, result: SearchResult, archive: Archive,
-                      filters: SearchFilters | None = None, weights: ValueWeights | None = None) -> Answer:
-    """Answer `question` from the retrieved notebooks by copying the best value, cell or sentence."""
+                      filters: SearchFilters | None = None, weights: ValueWeights | None = None,
+                      ranked: list[RankedFact] | None = None) -> Answer:
+    """Answer `question` from the retrieved notebooks by copying the best value, cell or sentence (`ranked`: the
+    value facts already ranked for it)."""
     if not result.notebooks or not result.notebooks[0].hits:
         return no_match(question)
     q = read_question(question)
-    shared = coverage(q, result, archive)
-    if shared == 0:
+    found = found_terms(q, result, archive)
+    if q.terms and not found:
         return no_match(question)  # vector search always finds neighbours; none of them shares a word
-    if shared < MIN_COVERAGE:
-        found = best_cell_answer(q, result, archive)
-        found.notice = ("few words of the question occur in these notebooks (another language or other names?): "
-                        "the cell retrieval found closest is shown")
-        return found
+    if q.terms and len(found) / len(set(q.terms)) < MIN_COVERAGE:
+        # the notebooks do not speak the question's words (another language, other names): the words cannot
+        # pick a value or a sentence; retrieval's best cell is the answer
+        return place_answer(q, result, archive, "few words of the question occur in these notebooks (another "
+                            "language or other names?): the cell retrieval found closest is shown")
     if q.kind == "where":
-        return where_answer(q, result, archive)
+        return place_answer(q, result, archive)
     if q.kind == "term":
         found = term_answer(q, result, archive)
-        if found is not None:
-            return found
-        fallback = where_answer(q, result, archive)
-        fallback.notice = "no defining sentence found; the closest cell is shown"
-        return fallback
-    value = value_answer(q, result, archive, filters, weights)
+        return found if found is not None else place_answer(
+            q, result, archive, "no defining sentence found; the closest cell is shown")
+    if ranked is None:
+        ranked = rank_values(q, result, archive, filters, weights)
+    value = value_answer(q, result, archive, filters, weights, ranked)
     if q.kind == "value":
-        if value is not None:
-            return value
-        fallback = where_answer(q, result, archive)
-        fallback.notice = "no printed value answers this question closely enough; the closest cell is shown"
-        return fallback
-    # A question with no interrogative ("final RMSE of the tuned model", a pasted error): a value when one
-    # matches, else the defining sentence, else the cell.
-    if value is not None:
-        return value
-    found = term_answer(q, result, archive)
-    return found if found is not None else where_answer(q, result, archive)
+        return value if value is not None else place_answer(
+            q, result, archive, "no printed value answers this question closely enough; the closest cell is shown")
+    return value if value is not None and _value_fits(q, result, value, ranked) else place_answer(q, result, archive)

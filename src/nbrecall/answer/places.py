@@ -1,33 +1,23 @@
-"""Where something is done: the cell of the best notebook that does what the question describes.
+"""Where something is done: the cell retrieval found first, named by notebook, section and the markdown above.
 
-Retrieval already knows where in the notebook the question was found (`NotebookResult.cell_scores`: every cell
-its chunks covered, with their best score); the cell's own words and those just above it (heading, markdown: where
-people say in their words what the code does) break ties between the cells of one chunk.
+Measured on both development sets (bench/README.md, issue 13): retrieval's own anchor cell (the first hit's,
+chosen inside its chunk by the question's words) is the right cell to cite more often than any cell chosen
+again afterwards, by word overlap with the cell and the markdown above it, by the cells' own vectors or by both.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nbrecall.answer.question import Question
 from nbrecall.answer.sentences import first_sentence
 from nbrecall.answer.types import Answer, Citation
 from nbrecall.ingest.manifest import CellRecord
-from nbrecall.search.retrieve import NotebookResult, SearchResult
-from nbrecall.search.terms import Weights, term_set
+from nbrecall.search.retrieve import SearchResult
 
 if TYPE_CHECKING:
     from nbrecall.service import Archive
-
-
-@dataclass
-class PlaceWeights:
-    retrieval: float = 1.0  # the cell's best chunk score, relative to the notebook's best
-    own: float = 1.0  # question terms in the cell's source
-    around: float = 0.8  # question terms in the heading and markdown just above
-    anchor: float = 1.0  # retrieval's own anchor cells (its first hits), by position
 
 
 def heading_paths(cells: list[CellRecord]) -> dict[int, str]:
@@ -67,53 +57,13 @@ def _code_line(cell: CellRecord) -> str:
     return ""
 
 
-def best_cell(question: Question, nb: NotebookResult, cells: list[CellRecord],
-              weights: PlaceWeights | None = None) -> CellRecord | None:
-    """The code cell of `nb` that best matches the question (a markdown cell when the notebook has no code)."""
-    w = weights or PlaceWeights()
-    by_idx = {c.idx: c for c in cells}
-    headings = heading_paths(cells)
-    code = [c for c in cells if c.cell_type == "code" and c.source.strip()] or [
-        c for c in cells if c.source.strip()]
-    if not code:
-        return None
-    own = {c.idx: term_set(c.source) for c in code}
-    around = {}
-    for c in code:
-        above = markdown_above(by_idx, c.idx)
-        around[c.idx] = term_set(f"{headings.get(c.idx, '')}\n{above.source if above else ''}")
-    rarity = Weights(question.terms, [own[c.idx] | around[c.idx] for c in code])
-    top = max(nb.cell_scores.values(), default=0.0) or 1.0
-    anchors: dict[int, int] = {}
-    for position, hit in enumerate(nb.hits):
-        for i in (hit.cell, hit.cell + 1):
-            anchors.setdefault(i, position)
-    best: tuple[float, int] | None = None
-    chosen = None
-    for c in code:
-        score = w.retrieval * nb.cell_scores.get(c.idx, 0.0) / top
-        score += w.own * rarity.recall(own[c.idx]) + w.around * rarity.recall(around[c.idx] - own[c.idx])
-        if c.idx in anchors:
-            score *= 1.0 + w.anchor / (1 + anchors[c.idx])
-        key = (score, -c.idx)
-        if best is None or key > best:
-            best, chosen = key, c
-    return chosen
-
-
-def best_cell_answer(question: Question, result: SearchResult, archive: Archive) -> Answer:
-    """Retrieval's own best cell (the first hit's anchor), named like a "where" answer."""
-    return where_answer(question, result, archive, anchor_only=True)
-
-
-def where_answer(question: Question, result: SearchResult, archive: Archive,
-                 weights: PlaceWeights | None = None, anchor_only: bool = False) -> Answer:
-    """The notebook, the section and the cell (and the markdown explaining it), then other places."""
+def where_answer(question: Question, result: SearchResult, archive: Archive) -> Answer:
+    """The notebook, the section and the cell retrieval found first (and the markdown explaining it), then the
+    other notebooks that matched nearly as well."""
     nb = result.notebooks[0]
     cells = archive.manifest.cells(nb.nb_sha)
     by_idx = {c.idx: c for c in cells}
-    main = None if anchor_only else best_cell(question, nb, cells, weights)
-    main = main or by_idx.get(nb.hits[0].cell)
+    main = by_idx.get(nb.hits[0].cell)
     if main is None:
         return Answer(question.text, "Nothing in the indexed notebooks matches this question.", [], "extractive",
                       "no matching notebook", kind=question.kind)

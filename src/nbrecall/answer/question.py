@@ -15,7 +15,7 @@ from nbrecall.notebook.printed import to_number
 from nbrecall.search.terms import question_terms
 
 _WHERE = re.compile(
-    r"^\s*(?:where\b|in\s+which\s+(?:notebook|cell|file)|which\s+(?:notebook|cell|file)s?\b|"
+    r"^\s*(?:where\b|wo\b|in\s+which\s+(?:notebook|cell|file)|which\s+(?:notebook|cell|file)s?\b|"
     r"what\s+notebook\b|show\s+me\s+(?:where|the\s+(?:code|cell|notebook))\b|"
     r"how\s+(?:did|do|does|can)\s+(?:we|they|you|i)\s+(?:compute|calculate|derive|estimate|implement|model)\b)",
     re.I,
@@ -46,7 +46,26 @@ _EXCLUDED = re.compile(
     r"(?=\s*(?:[),;:.?!]|$|\b(?:and|but|or|for|in|on|at|with|from|by)\b))",
     re.I,
 )
-_NUMBERS = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)?(?![\w.]*[A-Za-z])")
+# Where the thing asked about ends and what qualifies it begins: a preposition, a conjunction, an auxiliary verb
+# ("net objective | for the schedule after unit assignment costs", "what psi drop | do we get if …").
+_SUBJECT_END = re.compile(
+    r"\b(?:of|for|in|into|on|at|by|with|without|from|to|during|after|before|between|under|over|using|via|when|"
+    r"while|if|once|than|that|which|where|as|do|does|did|is|are|was|were|can|could|would|will|has|have|had|we|"
+    r"von|für|bei|mit|nach|der|die|das|des|um|im|am)\b|[,;:?(]",
+    re.I,
+)
+_ASKING_OPENERS = re.compile(
+    r"^\s*(?:what(?:'s|\s+(?:is|are|was|were))?|which|how\s+(?:many|much)|wie\s+(?:viel|viele)|welche[rsn]?|"
+    r"(?:the|a|an)\b)\s*",
+    re.I,
+)
+_INTERROGATIVE = re.compile(r"\b(?:what|which|how\s+(?:many|much)|wie\s+(?:viel|viele)|welche[rsn]?)\b", re.I)
+_NUMBERS = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)?(?![\w.]*[A-Za-z])(?P<percent>\s*%)?")
+# Number words and ordinals name numbers a notebook prints as digits ("the second well" → `Well 2`).
+_NUMBER_WORDS = {w: str(i) for i, group in enumerate([
+    (), ("one", "first"), ("two", "second"), ("three", "third"), ("four", "fourth"), ("five", "fifth"),
+    ("six", "sixth"), ("seven", "seventh"), ("eight", "eighth"), ("nine", "ninth"), ("ten", "tenth")])
+    for w in group}
 
 
 @dataclass
@@ -60,6 +79,8 @@ class Question:
     extreme: str | None = None  # "max" | "min": a superlative asks for the extreme of a series
     numbers: set[float] = field(default_factory=set)  # numbers the question gives (its inputs, never its answer)
     excluded: list[str] = field(default_factory=list)  # terms the question rules out ("rather than ISO")
+    mentions: list[set[float]] = field(default_factory=list)  # each number mentioned, as it may be printed
+    subject: list[str] = field(default_factory=list)  # terms of what is asked about (the first noun phrase)
 
 
 def read_question(text: str) -> Question:
@@ -75,8 +96,21 @@ def read_question(text: str) -> Question:
         kind = "general"
     asks = "count" if _COUNT.search(text) else "share" if _SHARE.search(text) else None
     extreme = "max" if _MAX.search(text) else "min" if _MIN.search(text) else None
-    numbers = {n for n in (to_number(m.group().replace(",", ".")) for m in _NUMBERS.finditer(text)) if n is not None}
+    mentions: list[set[float]] = []
+    for m in _NUMBERS.finditer(text):
+        n = to_number(m.group().replace(",", ".").rstrip("% "))
+        if n is not None:
+            mentions.append({n, n / 100} if m.group("percent") else {n})  # "70%" is also written 0.7
+    numbers = set().union(*mentions) if mentions else set()
     excluded = [t for m in _EXCLUDED.finditer(text) for t in question_terms(m.group("what"))]
     kept = _EXCLUDED.sub(" ", text)
-    return Question(text, kind, [t for t in question_terms(kept) if t not in excluded] or question_terms(text), asks,
-                    extreme, numbers, excluded)
+    spelled = re.sub(r"\b[A-Za-z]+\b", lambda m: f"{m.group()} {_NUMBER_WORDS[m.group().lower()]}"
+                     if m.group().lower() in _NUMBER_WORDS else m.group(), kept)
+    found = [t for t in question_terms(spelled) if t not in excluded] or question_terms(text)
+    asking = _INTERROGATIVE.search(spelled)  # "Fuel oil in 2 inch pipe: what psi drop do we get …"
+    opening = spelled[asking.start():] if asking else spelled
+    for _ in range(2):  # "what was the …"
+        opening = _ASKING_OPENERS.sub("", opening, count=1)
+    head = _SUBJECT_END.split(opening, maxsplit=1)[0]
+    subject = [t for t in question_terms(head) if t in found]
+    return Question(text, kind, list(dict.fromkeys(found)), asks, extreme, numbers, excluded, mentions, subject)

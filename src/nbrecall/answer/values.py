@@ -20,7 +20,9 @@ The weights are `ValueWeights`; `bench/answer_ablation.py` measures each signal'
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,6 +30,7 @@ import numpy as np
 from nbrecall.answer.question import Question
 from nbrecall.index.store import SearchFilters
 from nbrecall.notebook.facts import Fact
+from nbrecall.notebook.printed import NUMBER, to_number
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 from nbrecall.search.terms import Weights, match, term_set
 
@@ -43,7 +46,9 @@ class ValueWeights:
     keyword: float = 0.3
     notebook: float = 0.6
     cell: float = 0.6
+    cell_similarity: float = 1.0  # the question against the cell's own chunks (its code, output, markdown)
     label: float = 1.0
+    subject: float = 0.5  # the fact's name holds what the question asks about (its first noun phrase)
     context: float = 0.4
     final: float = 0.1  # added for the last fact of its label in a cell, taken from the others
     kind: float = 0.15  # added when the value is of the kind the question names (a count, a share)
@@ -51,6 +56,10 @@ class ValueWeights:
     extreme: float = 0.3  # added for the max (min) of its series when the question asks for the most (least)
     excluded: float = 0.6  # taken away, times the share of the question's excluded terms the fact's place holds
     input: float = 0.3  # taken away from a constant the code sets (a value the notebook used but never showed)
+    unit: float = 0.3  # added when the question names the unit written with the value ("in pcm", "liters per hour")
+    position: float = 0.1  # earlier question terms weigh more in the name match (the subject comes first)
+    spread: float = 0.5  # a cell next to one retrieval found gets this share of its score, per cell of distance
+    inputs: float = 0.5  # times the share of the question's numbers that the fact's cell sets or passes
     outside: float = 0.8  # multiplies the score of a fact whose notebook retrieval did not rank
 
 
@@ -63,6 +72,7 @@ class RankedFact:
     nb_sha: str
     year: int | None
     rank: int | None  # its notebook's position in the search result (None: found by the fact search only)
+    source: str = ""  # the source of its cell (first notebooks only): words of the method around the value
     signals: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
 
@@ -116,17 +126,36 @@ def gather(
     by_sha = {nb.nb_sha: nb for nb in result.notebooks}
     vector = archive.query_vector(question.text)
     base = replace(filters or SearchFilters(), kinds=["fact"])
-    stored: dict[str, np.ndarray] = {}
-    if notebooks and vector is not None:
-        stored = archive.store.vectors(replace(base, notebooks=[nb.nb_sha for nb in notebooks]))
+    stored: dict[str, tuple[np.ndarray, list[int]]] = {}
+    if notebooks and vector is not None:  # every chunk of the first notebooks, facts and the others
+        everything = replace(filters or SearchFilters(), notebooks=[nb.nb_sha for nb in notebooks])
+        stored = archive.store.vectors(everything, limit=20_000)
     found = archive.store.search(question.text, vector, extra, base) if extra else []
     keyword = {h.row["chunk_id"]: h.keyword_score for h in found}
+    if notebooks:  # the keyword side for every fact of the first notebooks (one list, relative to its best)
+        within = replace(base, notebooks=[nb.nb_sha for nb in notebooks])
+        for h in archive.store.search(question.text, None, 500, within):
+            keyword[h.row["chunk_id"]] = max(keyword.get(h.row["chunk_id"], 0.0), h.keyword_score)
     similarity = {h.row["chunk_id"]: h.similarity for h in found if h.vector_rank is not None}
     shas = [nb.nb_sha for nb in notebooks]
     shas += list(dict.fromkeys(h.row["nb_sha"] for h in found if h.row["nb_sha"] not in shas))
+    facts_of = {sha: archive.manifest.facts(sha) for sha in shas}
+    fact_ids = {_chunk_id(sha, f.seq) for sha, facts in facts_of.items() for f in facts}
+    chunk_shas = {sha[:20]: sha for sha in shas}
     visible = archive.manifest.indexed_shas(shas)
     rows = {h.row["chunk_id"]: h.row for h in found}
     query = np.asarray(vector, dtype=np.float32) if vector is not None else None
+    # how close the question is to each cell of the first notebooks: the best of the chunks (not facts) covering it
+    cell_similarity: dict[tuple[str, int], float] = {}
+    if query is not None:
+        for cid, (chunk_vector, covered) in stored.items():
+            if cid in fact_ids:
+                continue
+            similar = float(np.dot(chunk_vector, query))
+            sha = chunk_shas[cid[:20]]
+            for cell in covered:
+                key = (sha, cell)
+                cell_similarity[key] = max(cell_similarity.get(key, -1.0), similar)
     cands: list[RankedFact] = []
     for sha in shas:
         if sha not in visible:
@@ -134,21 +163,54 @@ def gather(
         nb = by_sha.get(sha)
         within = nb in notebooks
         wanted = None if within else {cid for cid in rows if rows[cid]["nb_sha"] == sha}
-        for fact in archive.manifest.facts(sha):
+        sources = {c.idx: c.source for c in archive.manifest.cells(sha)} if within else {}
+        for fact in facts_of[sha]:
             cid = _chunk_id(sha, fact.seq)
             if wanted is not None and cid not in wanted:
                 continue
             row = rows.get(cid)
             notebook = row["notebook"] if row else (nb.notebook if nb else "")
             year = row.get("year") if row else (nb.hits[0].year if nb and nb.hits else None)
-            cand = RankedFact(fact, notebook, sha, year, result.notebooks.index(nb) if nb is not None else None)
+            cand = RankedFact(fact, notebook, sha, year, result.notebooks.index(nb) if nb is not None else None,
+                              sources.get(fact.cell, ""))
             if cid in stored and query is not None:
-                cand.signals["similarity"] = float(np.dot(stored[cid], query))
+                cand.signals["similarity"] = float(np.dot(stored[cid][0], query))
             else:
                 cand.signals["similarity"] = similarity.get(cid, 0.0)
+            cand.signals["cell_similarity"] = cell_similarity.get((sha, fact.cell), 0.0)
             cand.signals["keyword_raw"] = keyword.get(cid, 0.0)
             cands.append(cand)
     return cands
+
+
+def _cell_signal(nb: NotebookResult | None, cell: int, spread: float) -> float:
+    """How much retrieval found the question at `cell`: the best score of the chunks that covered it, relative to
+    the notebook's best; a cell that no chunk covered gets `spread` of its nearest covered neighbour per step
+    (a value printed just after the cell retrieval found belongs to the same piece of work)."""
+    if nb is None or not nb.cell_scores:
+        return 0.0
+    top = max(nb.cell_scores.values()) or 1.0
+    best = nb.cell_scores.get(cell, 0.0)
+    for distance in (1, 2):
+        near = max(nb.cell_scores.get(cell - distance, 0.0), nb.cell_scores.get(cell + distance, 0.0))
+        best = max(best, near * spread**distance)
+    return best / top
+
+
+@lru_cache(maxsize=4096)
+def _numbers_in(source: str) -> frozenset[float]:
+    return frozenset(n for n in (to_number(m.group()) for m in NUMBER.finditer(source)) if n is not None)
+
+
+def _inputs_found(question: Question, source: str) -> float:
+    """The share of the numbers the question mentions ("100 US gpm", "up 400 ft", "70% efficient") that the
+    cell's code contains: the value asked for is computed from the numbers the question gives."""
+    if not question.mentions or not source:
+        return 0.0
+    written = _numbers_in(source)
+    found = sum(1 for mention in question.mentions if any(math.isclose(n, v, rel_tol=1e-9) for n in mention
+                                                          for v in written))
+    return found / len(question.mentions)
 
 
 def _exclusions(question: Question, cands: list[RankedFact]) -> list[float]:
@@ -165,16 +227,17 @@ def _exclusions(question: Question, cands: list[RankedFact]) -> list[float]:
 
 
 def _parents(cands: list[RankedFact]) -> dict[int, RankedFact]:
-    """For each entry of a dict or Series, the fact of the whole repr it is part of (same cell, holds it)."""
+    """For each entry of a dict, Series or constructor repr, the fact of the whole repr it is part of (the same
+    cell's fact whose value holds it)."""
     wholes: dict[tuple[str, int], list[RankedFact]] = {}
     for cand in cands:
-        if cand.fact.origin in ("result", "line") and cand.fact.value.startswith(("{", "(", "[")):
+        if cand.fact.origin in ("result", "line"):
             wholes.setdefault((cand.nb_sha, cand.fact.cell), []).append(cand)
     parents: dict[int, RankedFact] = {}
     for cand in cands:
         if cand.fact.origin == "entry":
             for whole in wholes.get((cand.nb_sha, cand.fact.cell), []):
-                if cand.fact.shown in whole.fact.value:
+                if cand.fact.shown in whole.fact.value and len(whole.fact.value) > len(cand.fact.shown):
                     parents[id(cand)] = whole
                     break
     return parents
@@ -187,30 +250,32 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
     if not cands:
         return []
     names = [term_set(f"{c.fact.label} {c.fact.names} {c.fact.unit}") for c in cands]
-    places = [term_set(f"{c.fact.heading} {c.fact.sentence} {c.fact.code}") for c in cands]
-    by_name = Weights(question.terms, names)  # rarity among the candidates' names: what tells values apart
+    places = [term_set(f"{c.fact.heading} {c.fact.sentence} {c.fact.code} {c.source}") for c in cands]
+    units = [term_set(c.fact.unit + " " + " ".join(re.findall(r"\[([^\]]{1,20})\]", c.fact.label))) for c in cands]
+    # rarity among the candidates' names: what tells values apart
+    by_name = Weights(question.terms, names, position=w.position)
     by_place = Weights(question.terms, [n | p for n, p in zip(names, places, strict=True)])
+    by_subject = Weights(question.subject, names) if question.subject else None
     best_nb = result.notebooks[0].score if result.notebooks else 1.0
     by_sha: dict[str, NotebookResult] = {nb.nb_sha: nb for nb in result.notebooks}
     marks = _extremes(cands) if question.extreme else {}
     excluded = _exclusions(question, cands)
     best_keyword = max((c.signals["keyword_raw"] for c in cands), default=0.0) or 1.0
-    for cand, name, place, against in zip(cands, names, places, excluded, strict=True):
+    asked_units = {t for t in question.terms if any(match(t, u) >= 0.7 for u in units)}
+    for cand, name, place, unit, against in zip(cands, names, places, units, excluded, strict=True):
         s = cand.signals
         fact = cand.fact
         nb = by_sha.get(cand.nb_sha)
         s["keyword"] = s["keyword_raw"] / best_keyword
         s["notebook"] = max(0.0, min(1.0, nb.score / best_nb)) if nb is not None and best_nb > 0 else 0.0
-        if nb is not None and nb.cell_scores:
-            top_cell = max(nb.cell_scores.values()) or 1.0
-            s["cell"] = nb.cell_scores.get(fact.cell, 0.0) / top_cell
-        else:
-            s["cell"] = 0.0
+        s["cell"] = _cell_signal(nb, fact.cell, w.spread)
         recall = by_name.recall(name)
         s["label"] = 0.5 * recall + 0.5 * by_name.precision(name) if recall > 0 else 0.0
         s["context"] = by_place.recall(place | name) if question.terms else 0.0
+        s["subject"] = by_subject.recall(name) if by_subject is not None else 0.0
         total = (w.similarity * s["similarity"] + w.keyword * s["keyword"] + w.notebook * s["notebook"]
-                 + w.cell * s["cell"] + w.label * s["label"] + w.context * s["context"])
+                 + w.cell * s["cell"] + w.cell_similarity * s.get("cell_similarity", 0.0) + w.label * s["label"]
+                 + w.subject * s["subject"] + w.context * s["context"])
         total += w.final if fact.final else -w.final
         if question.asks == "count" and _is_count(fact) or question.asks == "share" and _is_share(fact):
             total += w.kind
@@ -219,6 +284,10 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
         if question.extreme and marks.get(id(fact)) == question.extreme:
             total += w.extreme
         total -= w.excluded * against
+        s["inputs"] = _inputs_found(question, cand.source)
+        total += w.inputs * s["inputs"]
+        if asked_units and any(match(t, unit) >= 0.7 for t in asked_units):
+            total += w.unit
         if fact.origin == "input":
             total -= w.input
         if cand.rank is None or cand.rank >= 3:

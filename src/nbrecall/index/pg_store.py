@@ -270,14 +270,14 @@ class PgStore:
     def notebook_shas(self) -> dict[str, int]:
         return {sha: int(n) for sha, n in self.db.execute("SELECT nb_sha, count(*) FROM chunks GROUP BY nb_sha")}
 
-    def vectors(self, filters: SearchFilters, limit: int = 5000) -> dict[str, np.ndarray]:
-        """chunk id → vector of (at most `limit`) chunks that pass `filters` and have one (see `LanceStore`)."""
+    def vectors(self, filters: SearchFilters, limit: int = 5000) -> dict[str, tuple[np.ndarray, list[int]]]:
+        """chunk id → (vector, cells covered) of (at most `limit`) chunks that pass `filters` (see `LanceStore`)."""
         where, params = filter_sql(filters)
         rows = self.db.execute(
-            f"SELECT chunk_id, vector FROM chunks WHERE {where} AND vector IS NOT NULL LIMIT %(f_limit)s",
+            f"SELECT chunk_id, cells, vector FROM chunks WHERE {where} AND vector IS NOT NULL LIMIT %(f_limit)s",
             {**params, "f_limit": int(limit)},
         )
-        return {cid: np.asarray(vector, dtype=np.float32) for cid, vector in rows}
+        return {cid: (np.asarray(vector, dtype=np.float32), list(cells or [])) for cid, cells, vector in rows}
 
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT chunk_id FROM chunks")]

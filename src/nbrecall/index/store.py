@@ -141,7 +141,7 @@ class Store(Protocol):
     def finish_run(self) -> None: ...
     def count(self) -> int: ...
     def notebook_shas(self) -> dict[str, int]: ...
-    def vectors(self, filters: SearchFilters, limit: int = 5000) -> dict[str, np.ndarray]: ...
+    def vectors(self, filters: SearchFilters, limit: int = 5000) -> dict[str, tuple[np.ndarray, list[int]]]: ...
 
 
 def _quote(value: str) -> str:
@@ -484,11 +484,11 @@ class LanceStore:
         return counts
 
 
-    def vectors(self, filters: SearchFilters, limit: int = 5000) -> dict[str, np.ndarray]:
-        """chunk id → vector of (at most `limit`) chunks that pass `filters` and have one: the answerer's look at
-        every value fact of a few notebooks, which a nearest-neighbour list would cut short."""
+    def vectors(self, filters: SearchFilters, limit: int = 5000) -> dict[str, tuple[np.ndarray, list[int]]]:
+        """chunk id → (vector, cells covered) of (at most `limit`) chunks that pass `filters` and have a vector:
+        the answerer's look at every chunk of a few notebooks, which a nearest-neighbour list would cut short."""
         try:
-            query = self.table.search().select(["chunk_id", "vector"]).limit(limit)
+            query = self.table.search().select(["chunk_id", "cells", "vector"]).limit(limit)
             where = filters.where()
             if where:
                 query = query.where(where)
@@ -498,10 +498,11 @@ class LanceStore:
             if fault is None:
                 raise
             raise fault from exc
-        out: dict[str, np.ndarray] = {}
-        for cid, vector in zip(found["chunk_id"].to_pylist(), found["vector"].to_pylist(), strict=True):
+        out: dict[str, tuple[np.ndarray, list[int]]] = {}
+        columns = (found["chunk_id"].to_pylist(), found["cells"].to_pylist(), found["vector"].to_pylist())
+        for cid, cells, vector in zip(*columns, strict=True):
             if vector is not None:
-                out[cid] = np.asarray(vector, dtype=np.float32)
+                out[cid] = (np.asarray(vector, dtype=np.float32), list(cells or []))
         return out
 
     def keyword(self, text: str, k: int, filters: SearchFilters) -> list[dict[str, Any]]:

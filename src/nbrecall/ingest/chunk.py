@@ -141,11 +141,11 @@ def heading_paths(nb: Notebook) -> dict[int, str]:
 
 
 def fact_chunk(header: str, fact: Fact) -> Chunk:
-    """A value fact as a chunk: keyword text and vector both see what names the value and where it is, not the
-    rest of its line (each value of `Kp = 5.97 tauI = 2.48` is its own fact)."""
+    """A value fact as a chunk: keyword text sees what names the value and where it is, not the rest of its line
+    (each value of `Kp = 5.97 tauI = 2.48` is its own fact); its vector is of its name alone (`Fact.name`)."""
     head = f"{header}\n{fact.heading}".rstrip()
-    text = f"{head}\n\n{fact.search_text()}"
-    return Chunk("fact", [fact.cell], [fact.cell_id], fact.cell, fact.heading, text, fact.description())
+    text = f"{head}\n\n{fact.description()}"
+    return Chunk("fact", [fact.cell], [fact.cell_id], fact.cell, fact.heading, text, fact.name())
 
 
 def render_cells(

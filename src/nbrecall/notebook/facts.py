@@ -29,6 +29,7 @@ from nbrecall.notebook.printed import (
     NOISE,
     NUMBER,
     OBJECT_REPR,
+    call_entries,
     dict_entries,
     grid_values,
     latex_row,
@@ -78,16 +79,21 @@ class Fact:
         return f"{self.shown}{unit}"
 
     def description(self) -> str:
-        """What names the value and where it is: heading, the printed label and value, the variables behind it
-        (what a fact's vector is made of: short, so the label is not drowned by the context around it)."""
+        """What names the value and where it is: heading, the printed label and value, the variables behind it,
+        the sentence above (what keyword search sees of a fact)."""
         parts = [self.heading, self.statement()]
         if self.names and self.names not in self.shown:
             parts.append(self.names)
+        if self.sentence:
+            parts.append(self.sentence)
         return "\n".join(p for p in parts if p)
 
-    def search_text(self) -> str:
-        """The description and the sentence above, for keyword search."""
-        return f"{self.description()}\n{self.sentence}" if self.sentence else self.description()
+    def name(self) -> str:
+        """What the value is, without the value or where it is (`Input level dB`, `64 · m11 (% error)`): what a
+        fact's vector is made of. Facts of one cell share their place, so their vectors tell them apart only by
+        their names; the place is compared through the cell's own chunks (`answer.values`)."""
+        named = " ".join(p for p in (self.label, self.unit) if p).strip()
+        return named or self.names or self.shown
 
 
 # --- code that printed ----------------------------------------------------------------------------------------
@@ -252,6 +258,15 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[_Print], e
         line_code = pr.code if pr else code
         names = pr.names if pr else expr_names
         stripped = line.strip()
+        called = call_entries(stripped)
+        if called:  # `KNeighborsClassifier(n_neighbors=13, …)`: the repr as one value, and its arguments
+            label = (pr.label if pr else "") or (code if origin == "result" else "")
+            acc.add(label, stripped, f"{label} = {stripped}" if label else stripped, origin, code=line_code,
+                    names=names)
+            for key, value, shown in called:
+                acc.add(key, value, shown, "entry", code=line_code, names=names)
+            previous = ""
+            continue
         if stripped[:1] in "([{" and stripped[-1:] == {"(": ")", "[": "]", "{": "}"}[stripped[:1]]:
             # a repr (`[['0', '3'], …]`, `(0.0, 64.0)`, a dict): one value, and a dict's entries
             if NUMBER.search(stripped):

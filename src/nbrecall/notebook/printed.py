@@ -15,6 +15,7 @@ __all__ = [
     "NOISE",
     "NUMBER",
     "OBJECT_REPR",
+    "call_entries",
     "dict_entries",
     "grid_values",
     "latex_row",
@@ -136,22 +137,33 @@ def _clean_label(text: str) -> str:
     return " ".join(words[-12:]).strip(" ,;:")
 
 
+# A segment that goes on about the line's subject: "…, with a range of 0.182, 0.218", "… and a minimum of 90".
+_CONTINUES = re.compile(r"^[\s,;]*(?:with|and|or|at|for|to|from|giving|so|i\.e\.|which|of|in|after|but)\b", re.I)
+
+
 def line_facts(line: str) -> list[tuple[str, str, str, str]]:
     """(label, value, unit, shown) for every value in one printed line, in order.
 
     `Kp = 5.97 tauI = 2.48` → ("Kp", "5.97", "", "Kp = 5.97"), ("tauI", "2.48", "", "tauI = 2.48");
-    `The interval for Well 2 is 0.200 +/- 0.018, with a range of 0.182, 0.218` → the label keeps `Well 2`."""
+    `The interval for Well 2 is 0.200 +/- 0.018, with a range of 0.182, 0.218` → the label keeps `Well 2`, and
+    the range, a segment that goes on about the line's subject, is named and shown with it:
+    ("The interval for Well 2 … a range of", "0.182, 0.218", "", "The interval for Well 2 … with a range of …")."""
     runs = value_runs(line)
     found: list[tuple[str, str, str, str]] = []
     label_from = 0
+    subject = ""  # the line's first label
     for run in runs:
         if _inside_label(line, run, label_from):
             continue
-        label = _clean_label(line[label_from : run.start])
+        text = line[label_from : run.start]
+        label = _clean_label(text)
         value = line[run.start : run.end].strip()
-        start = run.start - len(line[label_from : run.start].lstrip(" ,;|")) if label else run.start
+        start = run.start - len(text.lstrip(" ,;|")) if label else run.start
         shown = line[max(start, label_from) : run.unit_end].strip(" ,;|")
+        if found and subject and _CONTINUES.match(text):
+            label, shown = f"{subject} … {label}", f"{subject} … {shown}"
         found.append((label, value, run.unit, shown))
+        subject = subject or label
         label_from = run.unit_end
     return found
 
@@ -223,6 +235,20 @@ def _split_top(text: str, sep: str = ",") -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+def call_entries(text: str) -> list[tuple[str, str, str]]:
+    """(name, value, shown) of the keyword arguments with numbers of a constructor repr
+    `KNeighborsClassifier(n_neighbors=13, weights='uniform')`."""
+    m = re.fullmatch(r"[A-Za-z_][\w.]*\((.*)\)", text.strip(), re.S)
+    if not m:
+        return []
+    out = []
+    for part in _split_top(m.group(1)):
+        key, sep, value = part.partition("=")
+        if sep and re.fullmatch(r"[A-Za-z_]\w*", key.strip()) and NUMBER.search(value):
+            out.append((key.strip(), value.strip(), part))
+    return out
+
+
 def dict_entries(text: str) -> list[tuple[str, str, str]]:
     """(key, value, shown) of a one-level dict repr `{'rows': 6, A: 4}` whose values hold numbers."""
     body = text.strip()
@@ -282,13 +308,25 @@ def grid_values(header: list[str], rows: list[list[str]], depth: int) -> list[tu
 
 
 def pipe_table(lines: list[str]) -> tuple[list[str], list[list[str]]] | None:
-    """A table printed with `|` between its columns: (header, rows), the last header line naming the columns."""
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
-    width = max(len(r) for r in rows)
-    if width < 2 or any(len(r) != width for r in rows):
-        return None
-    headers = [r for r in rows if not any(to_number(c) is not None for c in r[1:])]
+    """A table printed with `|` between its columns: (header, rows). The body rows share one width; the last
+    header line of that width names the columns, and a header line of another width spans them (`% error`
+    over `m11 | m22`) and is added to each name."""
+    rows = [[c.strip() for c in line.strip().split("|")] for line in lines]
+    rows = [r[1:] if r and not r[0] and len(r) > 1 and lines[i].lstrip().startswith("|") else r
+            for i, r in enumerate(rows)]
+    rows = [r[:-1] if len(r) > 1 and not r[-1] and lines[i].rstrip().endswith("|") else r
+            for i, r in enumerate(rows)]
     body = [r for r in rows if any(to_number(c) is not None for c in r[1:]) and not set("".join(r)) <= set("-:+ ")]
-    if not headers or len(body) < 2:
+    if len(body) < 2:
         return None
-    return headers[-1], body
+    width = len(body[0])
+    if width < 2 or any(len(r) != width for r in body):
+        return None
+    headers = [r for r in rows if r not in body and not any(to_number(c) is not None for c in r[1:])
+               and not set("".join(r)) <= set("-:+= ")]
+    named = [r for r in headers if len(r) == width]
+    if not named:
+        return None
+    spanning = " ".join(c for r in headers if len(r) != width for c in r if c and not set(c) <= set("-:+= "))
+    header = [f"{name} ({spanning})" if spanning and name and j else name for j, name in enumerate(named[-1])]
+    return header, body

@@ -95,13 +95,15 @@ class Weights:
     """Question terms weighted by rarity among candidate documents: a term every candidate has tells them apart
     least (`0.5 + ln((n + 1) / (df + 0.5))`, a smoothed inverse document frequency)."""
 
-    def __init__(self, query: Iterable[str], documents: list[set[str]]) -> None:
+    def __init__(self, query: Iterable[str], documents: list[set[str]], position: float = 0.0) -> None:
+        """`position` > 0 also weighs earlier terms more (`1 / (1 + position · i)` for the i-th): a question names
+        what it asks about first ("net objective for the schedule after unit assignment costs")."""
         self.terms = list(dict.fromkeys(query))
         n = len(documents)
         self.weight: dict[str, float] = {}
-        for term in self.terms:
+        for i, term in enumerate(self.terms):
             df = sum(1 for doc in documents if match(term, doc) >= 0.7)
-            self.weight[term] = 0.5 + math.log((n + 1) / (df + 0.5))
+            self.weight[term] = (0.5 + math.log((n + 1) / (df + 0.5))) / (1.0 + position * i)
         self.total = sum(self.weight.values()) or 1.0
 
     def recall(self, vocabulary: set[str]) -> float:
