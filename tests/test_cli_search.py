@@ -81,11 +81,13 @@ def test_ask_the_bundled_sample_for_a_value(
     assert 1 <= len(found["values"]) <= 3 and found["mode"] == "extractive"
 
 
-def test_ask_in_another_language_still_points_at_the_cell(sample_index: Path, model_cache: Path) -> None:
+def test_ask_in_another_language_points_at_the_notebook_and_says_why(sample_index: Path, model_cache: Path) -> None:
+    # the words cannot pick a value; the vectors find the notebook (the cell they pick is LCG's, not the aft
+    # volume's: cross-language cell choice is not reliable, and the notice says so)
     found = ask_json("Welches Ballastvolumen haben wir achtern für die 130 m PSV verwendet?", sample_index,
                      model_cache)
-    first = found["citations"][0]
-    assert first["notebook"] == "projects/2017/17-042/ballast_distribution.ipynb" and first["cell"] in {7, 8}, found
+    assert found["citations"][0]["notebook"] == "projects/2017/17-042/ballast_distribution.ipynb", found
+    assert not found["values"] and "another language" in found["notice"]
 
 
 @pytest.mark.parametrize("question", ["", "   ", "\t\n"])

@@ -87,7 +87,7 @@ def test_search_api_returns_the_json_contract_and_a_notebook_grouping(
     assert data["query"] == query
     assert 1 <= len(data["results"]) <= 6
     for hit in data["results"]:
-        assert set(hit) == CONTRACT_KEYS
+        assert set(hit) == CONTRACT_KEYS | ({"fact"} if hit["kind"] == "fact" else set())
     # the same hits as the library gives (what `nbrecall search --json` prints)
     expected = [h.contract() for h in open_archive(settings).search(query).hits(6)]
     assert [(h["notebook"], h["cell"], h["cell_id"], h["kind"]) for h in data["results"]] == [
@@ -95,7 +95,7 @@ def test_search_api_returns_the_json_contract_and_a_notebook_grouping(
     ]
     assert data["results"][0]["notebook"] == BALLAST_REL
     # grouping: the same hits, notebook by notebook, each with its id and a viewer link
-    flat = [{k: v for k, v in h.items() if k in CONTRACT_KEYS} for nb in data["notebooks"] for h in nb["hits"]]
+    flat = [{k: v for k, v in h.items() if k in CONTRACT_KEYS | {"fact"}} for nb in data["notebooks"] for h in nb["hits"]]
     assert flat == data["results"]
     for nb in data["notebooks"]:
         assert HEX64.match(nb["id"]) and shas[nb["path"]] == nb["id"]

@@ -119,7 +119,8 @@ def _filters(year: str | None, project: str | None, author: str | None, tag: str
         raise HTTPException(status_code=422, detail=str(exc)) from exc
 
 
-@router.get("/search", response_model=SearchResponse, summary="Search the archive; results grouped by notebook")
+@router.get("/search", response_model=SearchResponse, response_model_exclude_unset=True,
+             summary="Search the archive; results grouped by notebook")
 def api_search(
     state: State,
     q: QueryText,
@@ -165,11 +166,13 @@ ANSWER_EVENT_SCHEMA = {
     },
     "required": ["type"],
 }
+_ANSWER_SCHEMA = ANSWER_EVENT_SCHEMA["properties"]["answer"]  # type: ignore[index]
 _SSE = {
     200: {
         "description": "server-sent events: one `data: {json}` per answer event (token, notice, citation, done); "
-        "the last is `done`, with the complete answer",
+        "the last is `done`, with the complete answer; with `format=json`, the complete answer as one object",
         "content": {
+            "application/json": {"schema": _ANSWER_SCHEMA},
             "text/event-stream": {
                 "schema": {  # one event (OpenAPI < 3.2: the schema of a sequential media type describes an item)
                     "type": "object",
