@@ -95,7 +95,8 @@ def test_search_api_returns_the_json_contract_and_a_notebook_grouping(
     ]
     assert data["results"][0]["notebook"] == BALLAST_REL
     # grouping: the same hits, notebook by notebook, each with its id and a viewer link
-    flat = [{k: v for k, v in h.items() if k in CONTRACT_KEYS | {"fact"}} for nb in data["notebooks"] for h in nb["hits"]]
+    keys = CONTRACT_KEYS | {"fact"}
+    flat = [{k: v for k, v in h.items() if k in keys} for nb in data["notebooks"] for h in nb["hits"]]
     assert flat == data["results"]
     for nb in data["notebooks"]:
         assert HEX64.match(nb["id"]) and shas[nb["path"]] == nb["id"]
