@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from nbrecall.index.store import AnnSettings, LanceStore, SearchFilters, chunk_schema
+from nbrecall.index.store import AnnSettings, LanceStore, chunk_schema
+from nbrecall.records import SearchFilters
 
 DIM = 384
 KINDS = ["text"] * 60 + ["code"] * 15 + ["table"] * 10 + ["scalar"] * 8 + ["figure"] * 5 + ["error"] * 2
@@ -311,7 +312,8 @@ def ann_settings(args: argparse.Namespace) -> AnnSettings:
 
 def build(args: argparse.Namespace) -> None:
     """Fill a LanceStore with generated rows and a manifest, then `finish_run()`: FTS + compaction + ANN."""
-    from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Manifest
+    from nbrecall.ingest.manifest import Manifest
+    from nbrecall.records import CellRecord, ContentRecord, FileRecord
 
     index_dir: Path = args.dir
     if (index_dir / "lance").exists():

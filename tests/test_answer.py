@@ -15,10 +15,10 @@ from nbrecall.answer.question import read_question
 from nbrecall.answer.sentences import sentences
 from nbrecall.config import Settings
 from nbrecall.convert.tokens import count_llm_tokens
-from nbrecall.index.store import LanceStore, SearchFilters
-from nbrecall.ingest.manifest import CellRecord
+from nbrecall.index.store import LanceStore
 from nbrecall.ingest.pipeline import run_index
-from nbrecall.search.retrieve import Hit, NotebookResult, SearchResult
+from nbrecall.records import CellRecord, Hit, SearchFilters
+from nbrecall.search.retrieve import NotebookResult, SearchResult
 from nbrecall.service import Archive
 
 BALLAST = "projects/2017/17-042/ballast.ipynb"

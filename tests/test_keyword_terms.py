@@ -8,9 +8,9 @@ from pathlib import Path
 from conftest import HashEmbedder, code, stream, write_nb
 from nbrecall.backends import open_manifest, open_store
 from nbrecall.config import Settings
-from nbrecall.index.store import SearchFilters
 from nbrecall.index.terms import extra_terms, keyword_query, keyword_text
 from nbrecall.ingest.pipeline import run_index
+from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import retrieve
 
 

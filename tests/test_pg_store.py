@@ -21,10 +21,11 @@ from nbrecall.backends import index_exists, open_manifest, open_store
 from nbrecall.config import Settings, load_settings
 from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, redact, store_migrations
 from nbrecall.index.pg_store import PgStore, filter_sql, tsquery_literal
-from nbrecall.index.store import ChunkRow, LanceStore, SearchFilters
-from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Manifest, PendingVector
+from nbrecall.index.store import LanceStore
+from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.pg_manifest import PgManifest
 from nbrecall.ingest.pipeline import run_index
+from nbrecall.records import CellRecord, ChunkRow, ContentRecord, FileRecord, PendingVector, SearchFilters
 from nbrecall.search.retrieve import retrieve
 
 DIM = 8

@@ -18,10 +18,11 @@ from nbformat import v4
 from conftest import HashEmbedder, code, result, stream, write_nb
 from nbrecall.backends import open_manifest, open_store
 from nbrecall.config import Settings
-from nbrecall.index.store import LanceStore, SearchFilters, Store
+from nbrecall.index.store import LanceStore, Store
 from nbrecall.ingest.lock import IndexLocked, WriterLock
 from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.pipeline import run_index
+from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import retrieve
 
 
@@ -408,7 +409,7 @@ def test_phase_two_interrupted_then_resumed(tmp_path: Path, monkeypatch: pytest.
 def test_keyword_ranking_holds_while_rows_wait_for_the_keyword_index(tmp_path: Path) -> None:
     """LanceDB scores indexed and not-yet-indexed rows on different BM25 scales; the best indexed match must not be
     crowded out by rows written since the last refresh (a run in progress, or one that stopped)."""
-    from nbrecall.index.store import ChunkRow
+    from nbrecall.records import ChunkRow
 
     store = LanceStore(tmp_path / "lance", 384)
 

@@ -80,7 +80,7 @@ def test_snippet_centres_on_the_matched_words() -> None:
 def test_filter_options_parse_one_way_for_cli_api_and_mcp() -> None:
     import pytest
 
-    from nbrecall.index.store import SearchFilters, parse_year_range
+    from nbrecall.records import SearchFilters, parse_year_range
 
     assert parse_year_range("2017") == (2017, 2017)
     assert parse_year_range("2015..2019") == (2015, 2019)

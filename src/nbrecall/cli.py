@@ -237,7 +237,7 @@ def _convert_summary(results: list) -> None:  # type: ignore[type-arg]
 def _filters(
     year: str | None, project: str | None, author: str | None, tag: str | None, include_deprecated: bool
 ):  # type: ignore[no-untyped-def]
-    from nbrecall.index.store import SearchFilters
+    from nbrecall.records import SearchFilters
 
     try:
         return SearchFilters.from_options(year, project, author, tag, include_deprecated)

@@ -23,8 +23,7 @@ from nbrecall.answer.question import read_question
 from nbrecall.answer.types import Answer, AnswerEvent
 from nbrecall.answer.values import RankedFact, rank_values
 from nbrecall.config import Settings
-from nbrecall.index.store import SearchFilters
-from nbrecall.ingest.manifest import CellRecord
+from nbrecall.records import CellRecord, SearchFilters
 from nbrecall.search.retrieve import SearchResult
 
 if TYPE_CHECKING:

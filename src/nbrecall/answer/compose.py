@@ -24,7 +24,7 @@ from nbrecall.answer.question import Question, read_question
 from nbrecall.answer.sentences import term_answer
 from nbrecall.answer.types import Answer, Citation, FoundValue
 from nbrecall.answer.values import RankedFact, ValueWeights, rank_values
-from nbrecall.index.store import SearchFilters
+from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import SearchResult
 from nbrecall.search.terms import match, term_set
 

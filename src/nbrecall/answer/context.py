@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from nbrecall.answer.types import Citation
 from nbrecall.convert.markdown import cell_header, fenced
 from nbrecall.convert.tokens import count_llm_tokens
-from nbrecall.ingest.manifest import CellRecord
+from nbrecall.records import CellRecord
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 
 TRUNCATED = "[… truncated for the context budget …]"

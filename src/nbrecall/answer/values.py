@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nbrecall.answer.question import Question
-from nbrecall.index.store import SearchFilters
 from nbrecall.notebook.facts import Fact
 from nbrecall.notebook.printed import NUMBER, to_number
+from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 from nbrecall.search.terms import Weights, match, term_set
 

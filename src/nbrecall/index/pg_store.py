@@ -35,8 +35,8 @@ import numpy as np
 
 from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
 from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, clean_text, pg_fault, redact, store_migrations
-from nbrecall.index.store import CHUNK_COLUMNS, ChunkRow, SearchFilters
 from nbrecall.index.terms import keyword_query, keyword_text
+from nbrecall.records import CHUNK_COLUMNS, ChunkRow, SearchFilters
 
 log = logging.getLogger("nbrecall.index")
 
@@ -66,7 +66,7 @@ def _as_array(vector: Any) -> np.ndarray:
 
 
 def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
-    """`SearchFilters` as an SQL condition on `chunks` with named parameters (same meaning as `where()`)."""
+    """`SearchFilters` as an SQL condition on `chunks` with named parameters (same meaning as `store.lance_where`)."""
     clauses: list[str] = []
     params: dict[str, Any] = {}
     if filters.year_from is not None:

@@ -16,8 +16,8 @@ from pathlib import Path
 from stat import S_ISLNK, S_ISREG
 
 from nbrecall.config import DiscoverSettings
-from nbrecall.ingest.manifest import FileRecord
 from nbrecall.notebook.files import NotARegularFile, open_regular, printable_path, walk_notebooks
+from nbrecall.records import FileRecord
 
 
 @dataclass

@@ -13,13 +13,14 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from nbrecall.index.faults import damaged
 from nbrecall.notebook.facts import Fact
+from nbrecall.records import CellRecord, ContentRecord, FileRecord, PendingVector
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -43,50 +44,6 @@ CREATE TABLE IF NOT EXISTS facts (
     sha256 TEXT NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL,
     PRIMARY KEY (sha256, seq));
 """
-
-
-@dataclass
-class FileRecord:
-    root: str
-    rel: str
-    size: int
-    mtime_ns: int
-    sha256: str
-
-
-@dataclass
-class ContentRecord:
-    sha256: str
-    status: str  # "indexed" | "quarantined"
-    reason: str
-    root: str
-    rel: str
-    n_cells: int = 0
-    n_chunks: int = 0
-    n_embedded: int = 0
-    meta: dict[str, Any] | None = None
-    facts: list[Fact] = field(default_factory=list)  # written with the content; read with `Manifest.facts`
-
-
-@dataclass
-class PendingVector:
-    """A chunk that is stored (keyword-searchable) but has no vector yet; the highest priority is embedded first."""
-
-    chunk_id: str
-    sha256: str
-    priority: float
-    text: str  # what gets embedded (`Chunk.embed_text`)
-
-
-@dataclass
-class CellRecord:
-    sha256: str
-    idx: int
-    cell_id: str
-    cell_type: str
-    execution_count: int | None
-    source: str
-    outputs: str
 
 
 class Manifest:

@@ -31,18 +31,19 @@ from nbrecall.config import Settings
 from nbrecall.index.cache import EmbeddingCache
 from nbrecall.index.embed import Embedder
 from nbrecall.index.faults import storage_fault
-from nbrecall.index.store import ChunkRow, Store
+from nbrecall.index.store import Store
 from nbrecall.ingest.chunk import CHUNKER_VERSION, Chunk, chunk_notebook, heading_paths, render_cells, text_hash
 from nbrecall.ingest.discover import discover
 from nbrecall.ingest.executor import Executor, InlineExecutor
 from nbrecall.ingest.lock import IndexLocked, WriterLock
-from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Manifest, PendingVector
+from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.metadata import notebook_meta
 from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders_dir
 from nbrecall.notebook.analysis import analyse
 from nbrecall.notebook.facts import extract_facts
 from nbrecall.notebook.outputs import OutputLimits
 from nbrecall.notebook.read import read_notebook
+from nbrecall.records import CellRecord, ChunkRow, ContentRecord, FileRecord, PendingVector
 
 if TYPE_CHECKING:
     from nbrecall.ingest.worker import BuildOutcome

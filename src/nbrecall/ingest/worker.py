@@ -29,9 +29,8 @@ from nbrecall.ingest.pipeline import IndexReport, build_rows, fingerprint
 from nbrecall.notebook.read import NotebookUnreadable
 
 if TYPE_CHECKING:
-    from nbrecall.index.store import ChunkRow
     from nbrecall.ingest.chunk import Chunk
-    from nbrecall.ingest.manifest import CellRecord, ContentRecord
+    from nbrecall.records import CellRecord, ChunkRow, ContentRecord
 
 BuildItem = tuple[str, str, str, str]  # (path, rel, root, sha256): small, so a task costs little to ship
 

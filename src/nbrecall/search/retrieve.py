@@ -10,9 +10,10 @@ import numpy as np
 
 from nbrecall.config import RetrieveSettings
 from nbrecall.index.fusion import FusionSettings, StoreHit
-from nbrecall.index.store import SearchFilters, Store
-from nbrecall.ingest.manifest import CellRecord, Manifest
+from nbrecall.index.store import Store
+from nbrecall.ingest.manifest import Manifest
 from nbrecall.notebook.facts import Fact
+from nbrecall.records import CellRecord, Hit, SearchFilters
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:[.,]\d+)*")
 _STOP = frozenset(
@@ -75,50 +76,6 @@ def query_terms(text: str) -> set[str]:
             if len(part) >= 2 and part not in _STOP:
                 terms.add(part)
     return terms
-
-
-@dataclass
-class Hit:
-    """One result as a user sees it (the JSON contract of `nbrecall search --json`)."""
-
-    notebook: str
-    root: str
-    cell: int
-    cells: list[int]
-    cell_id: str
-    kind: str
-    score: float
-    heading: str
-    snippet: str
-    nb_sha: str = ""
-    year: int | None = None
-    project: str = ""
-    author: str = ""
-    stale: bool = False
-    deprecated: bool = False
-    fact: dict[str, Any] | None = None  # a `fact` hit: value, label, unit, code (`notebook.facts.Fact`)
-    chunk_seq: int | None = field(default=None, repr=False)
-
-    def contract(self) -> dict[str, Any]:
-        found = {
-            "notebook": self.notebook,
-            "root": self.root,
-            "cell": self.cell,
-            "cells": self.cells,
-            "cell_id": self.cell_id,
-            "kind": self.kind,
-            "score": round(self.score, 6),
-            "heading": self.heading,
-            "snippet": self.snippet,
-            "year": self.year,
-            "project": self.project,
-            "author": self.author,
-            "stale": self.stale,
-            "deprecated": self.deprecated,
-        }
-        if self.fact is not None:
-            found["fact"] = self.fact
-        return found
 
 
 @dataclass

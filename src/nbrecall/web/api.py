@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Path, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from nbrecall.index.store import SearchFilters
 from nbrecall.ingest.renders import render_summary, render_warning
+from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import SearchResult
 from nbrecall.web.heavy import RenderBusy, RenderFailed
 from nbrecall.web.models import (

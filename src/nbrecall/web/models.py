@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, BeforeValidator, Field, create_model
+
+from nbrecall import records
 
 MAX_QUERY = 2000
 MAX_FILTER = 200
@@ -38,27 +41,27 @@ class HitFact(BaseModel):
     stale: bool
 
 
-class Hit(BaseModel):
-    """One result: the JSON contract of `nbrecall search --json`."""
-
-    notebook: str
-    root: str
-    cell: int
-    cells: list[int]
-    cell_id: str
-    kind: str
-    score: float
-    heading: str
-    snippet: str
-    year: int | None
-    project: str
-    author: str
-    stale: bool
-    deprecated: bool
-    fact: HitFact | None = Field(default=None, description="for a `fact` hit: the value and what names it")
+def _contract_model(name: str, record: type, overrides: dict[str, Any]) -> type[BaseModel]:
+    """A pydantic model of a record's contract fields (`records.HIT_CONTRACT`), in order and with the record's types;
+    `overrides` gives a field a richer API type and a description. Every field is required but the overridden ones,
+    which default to None (as `Hit.contract()` writes `fact` only on a fact hit)."""
+    hints = typing.get_type_hints(record)
+    declared: dict[str, Any] = {}
+    for field_name in records.HIT_CONTRACT:
+        declared[field_name] = overrides.get(field_name) or (hints[field_name], ...)
+    return create_model(name, __doc__=record.__doc__, **declared)
 
 
-class NotebookHit(Hit):
+# One result: the JSON contract of `nbrecall search --json`, generated from `records.Hit`.
+Hit = _contract_model(
+    "Hit",
+    records.Hit,
+    {"fact": (HitFact | None, Field(default=None, description="for a `fact` hit: the value and what names it"))},
+)
+Hit.__doc__ = "One result: the JSON contract of `nbrecall search --json`."
+
+
+class NotebookHit(Hit):  # type: ignore[valid-type,misc]  # Hit is generated from records.Hit
     nb_id: str = Field(description="SHA-256 of the notebook content")
     url: str = Field(description="viewer link to the cell: /nb/<nb_id>#cell-id=<cell_id>")
 
@@ -86,7 +89,7 @@ class NotebookGroup(BaseModel):
 
 class SearchResponse(BaseModel):
     query: str
-    results: list[Hit]
+    results: list[Hit]  # type: ignore[valid-type]  # generated from records.Hit
     notebooks: list[NotebookGroup]
 
 

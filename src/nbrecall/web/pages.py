@@ -11,8 +11,8 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
-from nbrecall.index.store import SearchFilters
 from nbrecall.ingest.renders import render_label
+from nbrecall.records import SearchFilters
 from nbrecall.web.api import search_payload
 from nbrecall.web.heavy import RenderBusy, RenderFailed
 from nbrecall.web.models import MAX_FILTER, MAX_QUERY, PlainInt

@@ -32,11 +32,11 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer, TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from nbrecall.ingest.manifest import CellRecord, ContentRecord
 from nbrecall.ingest.renders import render_label, render_summary, render_warning
 from nbrecall.notebook.model import Cell, Notebook, Output
 from nbrecall.notebook.outputs import collapse_carriage_returns, human_size, strip_ansi
 from nbrecall.notebook.read import join_text
+from nbrecall.records import CellRecord, ContentRecord
 from nbrecall.web.security import (
     IMAGE_MIMES,
     MAX_HTML_DEPTH,

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import HTTPException, Request
 
 from nbrecall.config import Settings
-from nbrecall.index.store import SearchFilters
-from nbrecall.ingest.manifest import CellRecord, ContentRecord
 from nbrecall.ingest.renders import render_mtime_ns, render_summary, renders_dir
+from nbrecall.records import CellRecord, ContentRecord, SearchFilters
 from nbrecall.search.retrieve import SearchResult
 from nbrecall.service import Archive
 from nbrecall.web.heavy import RenderPool

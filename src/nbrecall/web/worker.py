@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from nbrecall.ingest.executor import die_with_parent
-from nbrecall.ingest.manifest import CellRecord
 from nbrecall.notebook.files import read_regular
 from nbrecall.notebook.model import Cell, Notebook
 from nbrecall.notebook.read import NotebookUnreadable, join_text, read_notebook_bytes
+from nbrecall.records import CellRecord
 from nbrecall.web.render import SHRUNK, shrink_output
 
 IDLE_EXIT = 600.0  # seconds without a task before the worker ends itself (the server starts another on demand)
