@@ -46,7 +46,7 @@ def child(args: argparse.Namespace) -> None:
     from nbrecall.config import load_settings
     from nbrecall.index.cache import EmbeddingCache
     from nbrecall.ingest.executor import make_executor
-    from nbrecall.ingest.manifest import Manifest
+    from nbrecall.ingest.manifest import SqliteManifest
     from nbrecall.ingest.pipeline import IndexReport, fill_vectors, run_index
     from nbrecall.service import make_embedder, open_store
 
@@ -63,7 +63,7 @@ def child(args: argparse.Namespace) -> None:
     # phase-2 sample, then the ceiling: the same model on texts of its full length
     report = IndexReport()
     with (
-        closing(Manifest(settings.index_dir / "manifest.sqlite")) as manifest,
+        closing(SqliteManifest(settings.index_dir / "manifest.sqlite")) as manifest,
         closing(EmbeddingCache(settings.index_dir / "embeddings.sqlite")) as cache,
     ):
         queued = manifest.pending_count()

@@ -16,7 +16,7 @@ from nbrecall.config import Settings
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest import discover as discover_module
 from nbrecall.ingest.discover import LINK_OUT, LINK_UNREADABLE
-from nbrecall.ingest.manifest import Manifest
+from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import run_index
 
 
@@ -32,19 +32,19 @@ def share(tmp_path: Path) -> tuple[Path, Path]:
     return root, outside
 
 
-def index(root: Path, tmp_path: Path, follow: bool) -> tuple[Settings, Manifest]:
+def index(root: Path, tmp_path: Path, follow: bool) -> tuple[Settings, SqliteManifest]:
     settings = Settings(index_dir=tmp_path / ("idx-follow" if follow else "idx"))
     settings.discover.follow_symlinks = follow
     embedder = HashEmbedder()
     run_index([root], settings, embedder, LanceStore(settings.index_dir / "lance", embedder.dim))
-    return settings, Manifest(settings.index_dir / "manifest.sqlite", readonly=True)
+    return settings, SqliteManifest(settings.index_dir / "manifest.sqlite", readonly=True)
 
 
-def indexed_paths(manifest: Manifest) -> set[str]:
+def indexed_paths(manifest: SqliteManifest) -> set[str]:
     return {rel for rec in manifest.contents("indexed") for _root, rel in manifest.paths_of(rec.sha256)}
 
 
-def quarantined(manifest: Manifest) -> dict[str, str]:
+def quarantined(manifest: SqliteManifest) -> dict[str, str]:
     return {rel: rec.reason for rec in manifest.contents("quarantined") for _r, rel in manifest.paths_of(rec.sha256)}
 
 

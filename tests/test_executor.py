@@ -29,7 +29,7 @@ from nbrecall.ingest.executor import (
     make_executor,
     parse_kind,
 )
-from nbrecall.ingest.manifest import Manifest
+from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import fingerprint, run_index
 from nbrecall.ingest.worker import EmbedTask, WorkerFault, build_failed, build_notebook, portable
 
@@ -211,7 +211,7 @@ def test_build_notebook_returns_rows_a_reason_or_a_fault(tmp_path: Path) -> None
 
 def snapshot(index: Path) -> dict[str, Any]:
     """What a run leaves: files, contents (status, reason, counts, metadata) and every chunk row."""
-    with closing(Manifest(index / "manifest.sqlite", readonly=True)) as manifest:
+    with closing(SqliteManifest(index / "manifest.sqlite", readonly=True)) as manifest:
         files = {rel: f.sha256 for (_root, rel), f in manifest.files().items()}
         contents = {c.sha256: (c.status, c.reason, c.rel, c.n_cells, c.n_chunks, c.n_embedded, c.meta)
                     for c in manifest.contents()}
@@ -256,7 +256,7 @@ def test_a_worker_whose_embedder_differs_stops_the_run(tmp_path: Path) -> None:
     make_corpus(root)
     with ProcessExecutor(1) as pool, pytest.raises(WorkerFault, match="would chunk with .*all-MiniLM-L6-v2"):
         index_with(root, tmp_path / "idx", LockedHashEmbedder(), pool)
-    with closing(Manifest(tmp_path / "idx" / "manifest.sqlite", readonly=True)) as manifest:
+    with closing(SqliteManifest(tmp_path / "idx" / "manifest.sqlite", readonly=True)) as manifest:
         assert manifest.contents("quarantined") == []  # nothing was quarantined for the worker's fault
 
 

@@ -59,9 +59,9 @@ def session_calls(index: Path, model_cache: Path, calls: list[tuple[str, dict[st
 
 
 def test_mcp_server_tools(real_index: Path, model_cache: Path) -> None:
-    from nbrecall.ingest.manifest import Manifest
+    from nbrecall.ingest.manifest import SqliteManifest
 
-    sha = Manifest(real_index / "manifest.sqlite", readonly=True).find_by_path(GLOSSARY)
+    sha = SqliteManifest(real_index / "manifest.sqlite", readonly=True).find_by_path(GLOSSARY)
     assert sha
     out = session_calls(
         real_index,

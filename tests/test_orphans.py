@@ -15,7 +15,7 @@ from nbformat import v4
 from conftest import HashEmbedder, code, result, write_nb
 from nbrecall.config import Settings
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.manifest import Manifest
+from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import run_index
 
 TESTS = Path(__file__).parent
@@ -131,7 +131,7 @@ def test_a_killed_indexer_leaves_no_worker_and_the_next_run_resumes(tmp_path: Pa
 def _indexed(index: Path) -> int:
     if not (index / "manifest.sqlite").exists():
         return 0
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     try:
         return manifest.stats()["notebooks"]
     finally:

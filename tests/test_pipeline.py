@@ -18,10 +18,11 @@ from nbformat import v4
 from conftest import HashEmbedder, code, result, stream, write_nb
 from nbrecall.backends import open_manifest, open_store
 from nbrecall.config import Settings
-from nbrecall.index.store import LanceStore, Store
+from nbrecall.index.store import LanceStore
 from nbrecall.ingest.lock import IndexLocked, WriterLock
-from nbrecall.ingest.manifest import Manifest
+from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import run_index
+from nbrecall.protocols import Store
 from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import retrieve
 
@@ -348,7 +349,7 @@ def test_deferred_vectors_keyword_search_first_then_the_queue_is_embedded(
     store = LanceStore(index / "lance", hash_embedder.dim)
     first = run_index([root], settings, hash_embedder, store, defer_vectors=True)
     assert hash_embedder.calls == [] and first.texts_embedded == 0
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     stats = manifest.stats()
     assert stats["embedded"] == 0 and stats["waiting for a vector"] == stats["chunks"] == first.vectors_pending > 0
     assert not any(vectors_of(store).values())
@@ -364,7 +365,7 @@ def test_deferred_vectors_keyword_search_first_then_the_queue_is_embedded(
     assert second.notebooks_indexed == 0  # nothing re-chunked, only the queue embedded
     assert second.texts_embedded > 0 and second.vectors_pending == 0
     assert all(vectors_of(store).values())
-    stats = Manifest(index / "manifest.sqlite", readonly=True).stats()
+    stats = SqliteManifest(index / "manifest.sqlite", readonly=True).stats()
     assert stats["embedded"] == stats["chunks"] and stats["waiting for a vector"] == 0
     consistent(index, store)
 
@@ -395,13 +396,13 @@ def test_phase_two_interrupted_then_resumed(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(pipeline, "fill_vectors", lambda *a, **k: real(*a, **{**k, "batch_chunks": 2}))
     with pytest.raises(RuntimeError, match="killed"):
         run_index([root], settings, failing, store)
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     stats = manifest.stats()
     assert 0 < stats["embedded"] < stats["chunks"] and stats["waiting for a vector"] == stats["chunks"] - 2
     assert sum(vectors_of(store).values()) == 2  # the first batch landed, in the store and in the manifest
     again = run_index([root], settings, HashEmbedder(), store)
     assert again.notebooks_indexed == 0 and again.vectors_pending == 0
-    stats = Manifest(index / "manifest.sqlite", readonly=True).stats()
+    stats = SqliteManifest(index / "manifest.sqlite", readonly=True).stats()
     assert stats["embedded"] == stats["chunks"] and all(vectors_of(store).values())
     consistent(index, store)
 
@@ -480,7 +481,7 @@ def test_the_keyword_index_is_refreshed_beside_the_batches_of_a_new_index(
     assert store.refreshes >= 3  # the first batch, at least one in the background, the end of the run
     assert store.appended_during_refresh > 0  # batches went on being written while a refresh ran
     assert store._unindexed_text_rows() == 0
-    found = retrieve("Hull variant 59", store, Manifest(settings.index_dir / "manifest.sqlite"),
+    found = retrieve("Hull variant 59", store, SqliteManifest(settings.index_dir / "manifest.sqlite"),
                      None, settings.retrieve)
     assert found.notebooks[0].notebook == "projects/2019/19-059/study.ipynb"
 

@@ -18,7 +18,7 @@ from conftest import HashEmbedder, code, stream, write_nb
 from nbrecall.cli import app as cli_app
 from nbrecall.config import Settings
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.manifest import Manifest
+from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import IndexReport, run_index
 from nbrecall.ingest.renders import render_warning, with_fresh_outputs
 from nbrecall.notebook.read import read_notebook
@@ -99,7 +99,7 @@ def search(settings: Settings, query: str):  # type: ignore[no-untyped-def]
 
 
 def content_meta(settings: Settings, sha: str) -> dict:
-    manifest = Manifest(settings.index_dir / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(settings.index_dir / "manifest.sqlite", readonly=True)
     try:
         record = manifest.content(sha)
         assert record is not None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
+from nbrecall.index.fusion import fuse
+from nbrecall.records import FusionSettings, StoreHit
 from nbrecall.search.retrieve import (
     group_by_notebook,
     intent_kinds,

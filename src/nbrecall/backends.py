@@ -8,15 +8,8 @@ caches (models, embedding cache, renders, the stored API key).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from nbrecall.config import Settings
-
-if TYPE_CHECKING:
-    from nbrecall.index.pg_store import PgStore
-    from nbrecall.index.store import LanceStore
-    from nbrecall.ingest.manifest import Manifest
-    from nbrecall.ingest.pg_manifest import PgManifest
+from nbrecall.protocols import Manifest, Store
 
 
 def store_url(settings: Settings) -> str | None:
@@ -34,7 +27,7 @@ def describe(settings: Settings) -> str:
     return f"{redact(url)} (schema {settings.store.schema})"
 
 
-def open_store(settings: Settings, dim: int) -> LanceStore | PgStore:
+def open_store(settings: Settings, dim: int) -> Store:
     """The chunk store of these settings, for vectors of `dim` dimensions."""
     url = store_url(settings)
     if url is None:
@@ -46,7 +39,7 @@ def open_store(settings: Settings, dim: int) -> LanceStore | PgStore:
     return PgStore.connect(url, dim, settings.store.schema)
 
 
-def open_manifest(settings: Settings, readonly: bool = False, store: Any = None) -> Manifest | PgManifest:
+def open_manifest(settings: Settings, readonly: bool = False, store: Store | None = None) -> Manifest:
     """The manifest of these settings. Given a `PgStore`, the manifest shares its connection, so a batch's chunk
     write and manifest write commit in one transaction."""
     from nbrecall.index.pg_store import PgStore  # light: psycopg is imported only when connecting
@@ -57,9 +50,9 @@ def open_manifest(settings: Settings, readonly: bool = False, store: Any = None)
         return PgManifest(store.db, readonly)
     url = store_url(settings)
     if url is None:
-        from nbrecall.ingest.manifest import Manifest
+        from nbrecall.ingest.manifest import SqliteManifest
 
-        return Manifest(settings.index_dir / "manifest.sqlite", readonly=readonly)
+        return SqliteManifest(settings.index_dir / "manifest.sqlite", readonly=readonly)
     from nbrecall.ingest.pg_manifest import PgManifest
 
     return PgManifest.connect(url, settings.store.schema, readonly=readonly)

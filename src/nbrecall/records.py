@@ -145,6 +145,27 @@ class CellRecord:
     outputs: str
 
 
+@dataclass
+class FusionSettings:
+    """How a store fuses its keyword and vector lists (`index.fusion`); passed with each `Store.search`."""
+
+    method: str = "convex"  # "convex" | "rrf"
+    alpha: float = 0.5  # weight of the keyword side in "convex"
+    rrf_k: int = 60
+
+
+@dataclass
+class StoreHit:
+    """One chunk from a query: the fused score and what each list said about it."""
+
+    row: dict[str, Any]
+    score: float
+    keyword_rank: int | None = None
+    vector_rank: int | None = None
+    keyword_score: float = 0.0  # BM25 relative to the best in the list, 0..1
+    similarity: float = 0.0  # cosine similarity
+
+
 def internal(default: Any = None) -> Any:
     """A `Hit` field that stays inside the process: not part of the JSON contract nor the API model."""
     return field(default=default, repr=False, metadata={"contract": False})

@@ -10,7 +10,7 @@ import numpy as np
 from nbrecall import backends
 from nbrecall.config import Settings
 from nbrecall.index.embed import Embedder, EmbedSettings, load_embedder
-from nbrecall.index.store import Store
+from nbrecall.protocols import Store
 from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import SearchResult, retrieve
 

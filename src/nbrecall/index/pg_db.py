@@ -409,6 +409,12 @@ class PgDatabase:
         finally:
             self._depth -= 1
 
+    def current(self) -> Any:
+        """The connection of the open `transaction()`: a write method of the manifest runs inside one, never alone."""
+        if self._depth == 0:
+            raise RuntimeError("a manifest write outside `transaction()`")
+        return self._conn
+
     def close(self) -> None:
         if self._conn is not None and not self._conn.closed:
             self._conn.close()

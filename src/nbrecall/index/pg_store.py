@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
+from nbrecall.index.fusion import fuse
 from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, clean_text, pg_fault, redact, store_migrations
 from nbrecall.index.terms import keyword_query, keyword_text
-from nbrecall.records import CHUNK_COLUMNS, ChunkRow, SearchFilters
+from nbrecall.records import CHUNK_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
 
 log = logging.getLogger("nbrecall.index")
 
@@ -102,9 +102,13 @@ def tsquery_literal(lexemes: list[str]) -> str:
 
 
 class PgStore:
-    """Chunks in PostgreSQL; see the module docstring. `shared`: several processes may write at once."""
+    """Chunks in PostgreSQL; see the module docstring. Capabilities (`protocols.Store`): several processes may
+    write at once; statistics are refreshed between batches, not beside them; chunk writes join the manifest's
+    transaction (same `PgDatabase`)."""
 
     shared = True
+    concurrent_refresh = False
+    transactional = True
 
     def __init__(self, db: PgDatabase, dim: int) -> None:
         self.db = db

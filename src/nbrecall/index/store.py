@@ -1,4 +1,4 @@
-"""Chunk storage behind a small `Store` protocol; LanceDB is the embedded default.
+"""Chunk storage in LanceDB, the embedded default implementation of `protocols.Store`.
 
 LanceDB gives vectors, native BM25 full-text search, hybrid search fused by reciprocal rank, filters and atomic
 versioned commits on local disk. A notebook's chunks are replaced with one `merge_insert` commit, so a reader
@@ -15,37 +15,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from nbrecall.index.faults import damaged, storage_fault
-from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
+from nbrecall.index.fusion import fuse
 from nbrecall.index.heap import bound_arenas, release_free_memory
 from nbrecall.index.terms import keyword_query, keyword_text
-from nbrecall.records import HIT_COLUMNS, ChunkRow, SearchFilters
-
-
-class Store(Protocol):
-    """What the indexer and the retriever need from a chunk store."""
-
-    def replace_notebooks(self, remove: list[str], rows: list[ChunkRow]) -> None: ...
-    def append_notebooks(self, rows: list[ChunkRow]) -> None: ...
-    def set_vectors(self, vectors: dict[str, np.ndarray]) -> None: ...
-    def delete_notebooks(self, shas: list[str]) -> None: ...
-    def search(
-        self,
-        text: str,
-        vector: np.ndarray | None,
-        k: int,
-        filters: SearchFilters,
-        fusion: FusionSettings | None = None,
-    ) -> list[StoreHit]: ...
-    def finish_run(self) -> None: ...
-    def count(self) -> int: ...
-    def notebook_shas(self) -> dict[str, int]: ...
-    def vectors(self, filters: SearchFilters, limit: int = 5000) -> dict[str, tuple[np.ndarray, list[int]]]: ...
+from nbrecall.records import HIT_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
 
 
 def _quote(value: str) -> str:
@@ -150,7 +129,11 @@ class LanceStore:
     """The embedded default store: one LanceDB table `chunks` in `<index>/lance`."""
 
     TABLE = "chunks"
-    concurrent_refresh = True  # finish_run may run beside appends (LanceDB commits them side by side)
+    # capabilities (`protocols.Store`): one indexer at a time (the writer lock); finish_run may run beside appends
+    # (LanceDB commits them side by side); chunk writes commit on their own, before the manifest's
+    shared = False
+    concurrent_refresh = True
+    transactional = False
 
     def __init__(self, path: Path, dim: int, ann: AnnSettings | None = None, cache_mb: int = 768) -> None:
         """`cache_mb` bounds LanceDB's index and metadata caches (3:1): with its defaults (gigabytes) a long index

@@ -46,8 +46,11 @@ CREATE TABLE IF NOT EXISTS facts (
 """
 
 
-class Manifest:
-    """Thin data access over the manifest database; one connection, WAL mode so readers never block."""
+class SqliteManifest:
+    """Thin data access over the manifest database; one connection, WAL mode so readers never block.
+    The embedded implementation of `protocols.Manifest`; one indexer at a time (the writer lock)."""
+
+    shared = False
 
     def __init__(self, path: Path, readonly: bool = False) -> None:
         self.path = path
@@ -69,9 +72,10 @@ class Manifest:
         self.db.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[None]:
+        """The write methods below run inside one: committed together, or rolled back together."""
         with self.db:
-            yield self.db
+            yield
 
     def files(self, root: str | None = None) -> dict[tuple[str, str], FileRecord]:
         sql, args = "SELECT root, rel, size, mtime_ns, sha256 FROM files", ()
@@ -154,15 +158,14 @@ class Manifest:
         ).fetchone()
         return row[0] if row else None
 
-    def save_contents(
-        self, db: sqlite3.Connection, records: Iterable[ContentRecord], cells: Iterable[CellRecord]
+    def save_contents(self, records: Iterable[ContentRecord], cells: Iterable[CellRecord]
     ) -> None:
         now = time.time()
         for rec in records:
-            db.execute("DELETE FROM cells WHERE sha256 = ?", (rec.sha256,))
-            db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (rec.sha256,))
-            db.execute("DELETE FROM facts WHERE sha256 = ?", (rec.sha256,))
-            db.execute(
+            self.db.execute("DELETE FROM cells WHERE sha256 = ?", (rec.sha256,))
+            self.db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (rec.sha256,))
+            self.db.execute("DELETE FROM facts WHERE sha256 = ?", (rec.sha256,))
+            self.db.execute(
                 "INSERT OR REPLACE INTO contents (sha256, status, reason, root, rel, n_cells, n_chunks, n_embedded,"
                 " meta, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -178,7 +181,7 @@ class Manifest:
                     now,
                 ),
             )
-        db.executemany(
+        self.db.executemany(
             "INSERT OR REPLACE INTO cells (sha256, idx, cell_id, cell_type, execution_count, source, outputs) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
@@ -186,14 +189,14 @@ class Manifest:
                 for c in cells
             ],
         )
-        db.executemany(
+        self.db.executemany(
             "INSERT OR REPLACE INTO facts (sha256, seq, idx, data) VALUES (?, ?, ?, ?)",
             [(rec.sha256, f.seq, f.cell, fact_json(f)) for rec in records for f in rec.facts],
         )
 
-    def save_pending(self, db: sqlite3.Connection, items: Iterable[PendingVector]) -> None:
+    def save_pending(self, items: Iterable[PendingVector]) -> None:
         """Queue chunks for embedding (after `save_contents` of their notebooks, in the same transaction)."""
-        db.executemany(
+        self.db.executemany(
             "INSERT OR REPLACE INTO pending_vectors (chunk_id, sha256, priority, text) VALUES (?, ?, ?, ?)",
             [(p.chunk_id, p.sha256, p.priority, p.text) for p in items],
         )
@@ -209,28 +212,28 @@ class Manifest:
     def pending_count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM pending_vectors").fetchone()[0])
 
-    def vectors_done(self, db: sqlite3.Connection, items: Iterable[PendingVector], embedded: set[str]) -> None:
+    def vectors_done(self, items: Iterable[PendingVector], embedded: set[str]) -> None:
         """Take `items` off the queue; count those in `embedded` (chunk ids that got a vector) per notebook."""
         per_sha: dict[str, int] = {}
         for item in items:
             if item.chunk_id in embedded:
                 per_sha[item.sha256] = per_sha.get(item.sha256, 0) + 1
-        db.executemany("DELETE FROM pending_vectors WHERE chunk_id = ?", [(p.chunk_id,) for p in items])
-        db.executemany(
+        self.db.executemany("DELETE FROM pending_vectors WHERE chunk_id = ?", [(p.chunk_id,) for p in items])
+        self.db.executemany(
             "UPDATE contents SET n_embedded = MIN(n_chunks, n_embedded + ?) WHERE sha256 = ?",
             [(count, sha) for sha, count in per_sha.items()],
         )
 
-    def save_files(self, db: sqlite3.Connection, records: Iterable[FileRecord]) -> None:
+    def save_files(self, records: Iterable[FileRecord]) -> None:
         now = time.time()
-        db.executemany(
+        self.db.executemany(
             "INSERT OR REPLACE INTO files (root, rel, size, mtime_ns, sha256, seen_at) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             [(r.root, r.rel, r.size, r.mtime_ns, r.sha256, now) for r in records],
         )
 
-    def delete_files(self, db: sqlite3.Connection, keys: Iterable[tuple[str, str]]) -> None:
-        db.executemany("DELETE FROM files WHERE root = ? AND rel = ?", list(keys))
+    def delete_files(self, keys: Iterable[tuple[str, str]]) -> None:
+        self.db.executemany("DELETE FROM files WHERE root = ? AND rel = ?", list(keys))
 
     def orphan_shas(self) -> list[str]:
         return [
@@ -240,23 +243,23 @@ class Manifest:
             )
         ]
 
-    def delete_contents(self, db: sqlite3.Connection, shas: list[str]) -> list[str]:
+    def delete_contents(self, shas: list[str]) -> list[str]:
         """Delete these contents, their cells and queued vectors; returns the shas deleted (all: one writer)."""
         for sha in shas:
-            db.execute("DELETE FROM cells WHERE sha256 = ?", (sha,))
-            db.execute("DELETE FROM facts WHERE sha256 = ?", (sha,))
-            db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (sha,))
-            db.execute("DELETE FROM contents WHERE sha256 = ?", (sha,))
+            self.db.execute("DELETE FROM cells WHERE sha256 = ?", (sha,))
+            self.db.execute("DELETE FROM facts WHERE sha256 = ?", (sha,))
+            self.db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (sha,))
+            self.db.execute("DELETE FROM contents WHERE sha256 = ?", (sha,))
         return list(shas)
 
-    def missing_contents(self, db: sqlite3.Connection, shas: Iterable[str]) -> set[str]:
+    def missing_contents(self, shas: Iterable[str]) -> set[str]:
         """Of `shas`, those with no content row (always none with one writer at a time; see `PgManifest`)."""
         wanted = sorted(set(shas))
         found: set[str] = set()
         for start in range(0, len(wanted), 500):
             part = wanted[start : start + 500]
             marks = ",".join("?" * len(part))
-            found.update(r[0] for r in db.execute(f"SELECT sha256 FROM contents WHERE sha256 IN ({marks})", part))
+            found.update(r[0] for r in self.db.execute(f"SELECT sha256 FROM contents WHERE sha256 IN ({marks})", part))
         return set(wanted) - found
 
     def render_marks(self) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""The manifest on PostgreSQL: the same methods as the SQLite `Manifest`, in the schema of the PostgreSQL store.
+"""The manifest on PostgreSQL (`protocols.Manifest`, like `SqliteManifest`), in the schema of the PostgreSQL store.
 
 With a PostgreSQL store everything several machines share lives in the database, so a server sees what any
 indexer wrote. Differences from the SQLite manifest, all for several indexers writing at once:
@@ -55,9 +55,10 @@ class PgManifest:
             self.db.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
-        with self.db.transaction() as conn:
-            yield conn
+    def transaction(self) -> Iterator[None]:
+        """The write methods below run inside one; a store on the same database joins it (savepoints)."""
+        with self.db.transaction():
+            yield
 
     def _all(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         return self.db.execute(sql, params).fetchall()
@@ -117,7 +118,8 @@ class PgManifest:
         rows = self._all("SELECT sha256 FROM files WHERE rel = %s ORDER BY root COLLATE \"C\" LIMIT 1", (rel,))
         return rows[0][0] if rows else None
 
-    def save_contents(self, db: Any, records: Iterable[ContentRecord], cells: Iterable[CellRecord]) -> None:
+    def save_contents(self, records: Iterable[ContentRecord], cells: Iterable[CellRecord]) -> None:
+        db = self.db.current()
         records = list(records)
         cells = list(cells)
         if not records and not cells:
@@ -160,8 +162,9 @@ class PgManifest:
                 ],
             )
 
-    def save_pending(self, db: Any, items: Iterable[PendingVector]) -> None:
+    def save_pending(self, items: Iterable[PendingVector]) -> None:
         """Queue chunks for embedding (after `save_contents` of their notebooks, in the same transaction)."""
+        db = self.db.current()
         items = sorted(items, key=lambda p: p.chunk_id)
         if not items:
             return
@@ -183,9 +186,10 @@ class PgManifest:
     def pending_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM pending_vectors").fetchone()[0])
 
-    def vectors_done(self, db: Any, items: Iterable[PendingVector], embedded: set[str]) -> None:
+    def vectors_done(self, items: Iterable[PendingVector], embedded: set[str]) -> None:
         """Take `items` off the queue; count those in `embedded` per notebook. Only the rows this call removed
         are counted, so two indexers embedding the same queue entries count each chunk once."""
+        db = self.db.current()
         items = list(items)
         if not items:
             return
@@ -205,7 +209,8 @@ class PgManifest:
                 [(count, sha) for sha, count in sorted(per_sha.items())],
             )
 
-    def save_files(self, db: Any, records: Iterable[FileRecord]) -> None:
+    def save_files(self, records: Iterable[FileRecord]) -> None:
+        db = self.db.current()
         records = sorted(records, key=lambda r: (r.root, r.rel))
         if not records:
             return
@@ -219,15 +224,17 @@ class PgManifest:
                 [(clean_text(r.root), clean_text(r.rel), r.size, r.mtime_ns, r.sha256, now) for r in records],
             )
 
-    def delete_files(self, db: Any, keys: Iterable[tuple[str, str]]) -> None:
+    def delete_files(self, keys: Iterable[tuple[str, str]]) -> None:
+        db = self.db.current()
         keys = sorted(keys)
         if keys:
             with db.cursor() as cur:
                 cur.executemany("DELETE FROM files WHERE root = %s AND rel = %s", keys)
 
-    def missing_contents(self, db: Any, shas: Iterable[str]) -> set[str]:
+    def missing_contents(self, shas: Iterable[str]) -> set[str]:
         """Of `shas`, those with no content row, read under their locks: a content another indexer dropped after
         this one took it as known (then this indexer must index it again)."""
+        db = self.db.current()
         wanted = sorted(set(shas))
         if not wanted:
             return set()
@@ -239,8 +246,9 @@ class PgManifest:
         return [r[0] for r in self._all(
             "SELECT c.sha256 FROM contents c WHERE NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = c.sha256)")]
 
-    def delete_contents(self, db: Any, shas: list[str]) -> list[str]:
+    def delete_contents(self, shas: list[str]) -> list[str]:
         """Delete the contents of `shas` that no file refers to now (checked under their locks); return those."""
+        db = self.db.current()
         wanted = sorted(set(shas))
         if not wanted:
             return []

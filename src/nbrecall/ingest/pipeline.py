@@ -31,18 +31,17 @@ from nbrecall.config import Settings
 from nbrecall.index.cache import EmbeddingCache
 from nbrecall.index.embed import Embedder
 from nbrecall.index.faults import storage_fault
-from nbrecall.index.store import Store
 from nbrecall.ingest.chunk import CHUNKER_VERSION, Chunk, chunk_notebook, heading_paths, render_cells, text_hash
 from nbrecall.ingest.discover import discover
 from nbrecall.ingest.executor import Executor, InlineExecutor
 from nbrecall.ingest.lock import IndexLocked, WriterLock
-from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.metadata import notebook_meta
 from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders_dir
 from nbrecall.notebook.analysis import analyse
 from nbrecall.notebook.facts import extract_facts
 from nbrecall.notebook.outputs import OutputLimits
 from nbrecall.notebook.read import read_notebook
+from nbrecall.protocols import Manifest, Store
 from nbrecall.records import CellRecord, ChunkRow, ContentRecord, FileRecord, PendingVector
 
 if TYPE_CHECKING:
@@ -229,9 +228,9 @@ def fill_vectors(
         report.add_time("embed", time.perf_counter() - started)
         started = time.perf_counter()
         vectors_of = {i.chunk_id: cached[hashes[i.chunk_id]] for i in items if hashes[i.chunk_id] in cached}
-        with manifest.transaction() as db:
+        with manifest.transaction():
             store.set_vectors(vectors_of)
-            manifest.vectors_done(db, items, set(vectors_of))
+            manifest.vectors_done(items, set(vectors_of))
         report.add_time("write vectors", time.perf_counter() - started)
         done += len(items)
         if progress:
@@ -258,7 +257,7 @@ def run_index(
     try:
         with (
             # A shared (PostgreSQL) store takes no folder lock: several indexers may write to it at once.
-            nullcontext() if getattr(store, "shared", False) else WriterLock(index_dir),
+            nullcontext() if store.shared else WriterLock(index_dir),
             closing(open_manifest(settings, store=store)) as manifest,
             closing(EmbeddingCache(index_dir / "embeddings.sqlite")) as cache,
         ):
@@ -343,7 +342,7 @@ def _run(
     written_at_refresh = report.chunks_written
     # While only new notebooks are appended (no deletes to conflict with its compaction), a refresh runs beside
     # the batches: the workers would otherwise wait for it (171 s of a 41k run's 1,059 s).
-    appending = getattr(store, "concurrent_refresh", False) and not any(r.sha256 in known for r in items)
+    appending = store.concurrent_refresh and not any(r.sha256 in known for r in items)
     background = _BackgroundRefresh(store) if appending else None
     # One lazy map over every notebook (the executor keeps a few per worker in flight): workers go on parsing the
     # next notebooks while this process writes a batch, instead of waiting for each batch's slowest notebook.
@@ -379,19 +378,19 @@ def _run(
     # Files: new state of the rest (copies of known contents, touched, unreadable, deleted); then drop contents
     # no file refers to.
     unreadable_files, unreadable_contents = _unreadable_records(found.unreadable, known, report)
-    with manifest.transaction() as db:
-        manifest.save_contents(db, unreadable_contents, [])
-        manifest.save_files(db, found.changed + found.touched + unreadable_files)
-        manifest.delete_files(db, found.deleted)
-        lost = manifest.missing_contents(db, {r.sha256 for r in found.changed})
+    with manifest.transaction():
+        manifest.save_contents(unreadable_contents, [])
+        manifest.save_files(found.changed + found.touched + unreadable_files)
+        manifest.delete_files(found.deleted)
+        lost = manifest.missing_contents({r.sha256 for r in found.changed})
     if lost:  # a shared store: another indexer dropped a content this run took as known (its last file went)
         again = [r for r in found.changed if r.sha256 in lost]
         batch = list({r.sha256: r for r in again}.values())
         _index_batch(batch, settings, embedder, store, manifest, cache, report, again, known - lost, executor)
     orphans = manifest.orphan_shas()
     if orphans:
-        with manifest.transaction() as db:  # contents first: on a shared store, only those still orphaned
-            orphans = manifest.delete_contents(db, orphans)
+        with manifest.transaction():  # contents first: on a shared store, only those still orphaned
+            orphans = manifest.delete_contents(orphans)
             store.delete_notebooks(orphans)
     report.notebooks_removed = len(orphans)
     if items or orphans:
@@ -549,14 +548,14 @@ def _index_batch(
     started = time.perf_counter()
     known = known if known is not None else manifest.content_shas()
     new = {r.sha256 for r in records} - known  # never stored (strays were swept at the start of the run)
-    if getattr(store, "shared", False):  # another indexer may have stored them: one replace, one lock order
+    if store.shared:  # another indexer may have stored them: one replace, one lock order
         new = set()
-    with manifest.transaction() as db:  # a shared store commits chunks and manifest rows together
+    with manifest.transaction():  # a shared store commits chunks and manifest rows together
         store.append_notebooks([row for row in all_rows if row.nb_sha in new])
         store.replace_notebooks(sorted(r.sha256 for r in records if r.sha256 not in new),
                                 [row for row in all_rows if row.nb_sha not in new])
-        manifest.save_contents(db, records, cell_records)
-        manifest.save_pending(db, pending)
-        manifest.save_files(db, files or [])
+        manifest.save_contents(records, cell_records)
+        manifest.save_pending(pending)
+        manifest.save_files(files or [])
     report.chunks_written += len(all_rows)
     report.add_time("write", time.perf_counter() - started)

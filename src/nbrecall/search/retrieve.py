@@ -9,11 +9,9 @@ from typing import Any
 import numpy as np
 
 from nbrecall.config import RetrieveSettings
-from nbrecall.index.fusion import FusionSettings, StoreHit
-from nbrecall.index.store import Store
-from nbrecall.ingest.manifest import Manifest
 from nbrecall.notebook.facts import Fact
-from nbrecall.records import CellRecord, Hit, SearchFilters
+from nbrecall.protocols import Manifest, Store
+from nbrecall.records import CellRecord, FusionSettings, Hit, SearchFilters, StoreHit
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:[.,]\d+)*")
 _STOP = frozenset(
