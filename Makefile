@@ -31,6 +31,7 @@ $(PYODIDE_RUNNER)/node_modules/.package-lock.json: $(PYODIDE_RUNNER)/package-loc
 
 lint: venv
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports
 
 test: venv system-deps pyodide-runner lint
 	$(BIN)/pytest

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from nbrecall.config import Settings
+from nbrecall.executor import Executor, InlineExecutor, ProcessExecutor, RayExecutor
+from nbrecall.index.embedder_from_settings import make_embedder
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.executor import Executor, InlineExecutor, ProcessExecutor, RayExecutor
-from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import run_index
-from nbrecall.service import make_embedder
 
 
 def start_cluster(object_store: int = 100 * 1024 * 1024) -> Any:

@@ -31,8 +31,8 @@ from nbformat import v4  # noqa: E402
 
 from conftest import HashEmbedder, code, result, write_nb  # noqa: E402
 from nbrecall.config import Settings  # noqa: E402
+from nbrecall.index.manifest import SqliteManifest  # noqa: E402
 from nbrecall.index.store import LanceStore  # noqa: E402
-from nbrecall.ingest.manifest import SqliteManifest  # noqa: E402
 from nbrecall.ingest.pipeline import run_index  # noqa: E402
 from nbrecall.search.retrieve import retrieve  # noqa: E402
 from test_faults_concurrency import start_writer  # noqa: E402

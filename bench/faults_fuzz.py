@@ -42,8 +42,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from conftest import HashEmbedder  # noqa: E402
 from nbrecall.config import Settings  # noqa: E402
 from nbrecall.convert.run import convert_file  # noqa: E402
+from nbrecall.index.manifest import SqliteManifest  # noqa: E402
 from nbrecall.index.store import LanceStore  # noqa: E402
-from nbrecall.ingest.manifest import SqliteManifest  # noqa: E402
 from nbrecall.ingest.pipeline import run_index  # noqa: E402
 from nbrecall.notebook.files import printable_path  # noqa: E402
 from test_faults_input import file_names, nested, notebook_bytes  # noqa: E402

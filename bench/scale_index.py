@@ -44,11 +44,13 @@ def child(args: argparse.Namespace) -> None:
     from dataclasses import asdict
 
     from nbrecall.config import load_settings
+    from nbrecall.executor import make_executor
     from nbrecall.index.cache import EmbeddingCache
-    from nbrecall.ingest.executor import make_executor
-    from nbrecall.ingest.manifest import SqliteManifest
-    from nbrecall.ingest.pipeline import IndexReport, fill_vectors, run_index
-    from nbrecall.service import make_embedder, open_store
+    from nbrecall.index.embedder_from_settings import make_embedder
+    from nbrecall.index.manifest import SqliteManifest
+    from nbrecall.ingest.build import IndexReport
+    from nbrecall.ingest.pipeline import fill_vectors, run_index
+    from nbrecall.service import open_store
 
     settings = load_settings(args.config, env={**os.environ, "NBRECALL_INDEX": str(args.index)})
     embedder = make_embedder(settings)

@@ -21,7 +21,7 @@ run does (`AnnSettings` defaults unless overridden).
 `LanceStore.search` (fan-out 50) with the default filter (deprecated = false), a year range, a large and a small
 project and no filter, each side alone, exact flat search, and recall@10 of the ANN search against exact search
 (`bypass_vector_index`) on the same vectors. `serve` writes a manifest for the generated notebooks
-(nbrecall.ingest.manifest), starts `nbrecall serve` on the index and measures 1 and 4 concurrent clients on
+(nbrecall.index.manifest), starts `nbrecall serve` on the index and measures 1 and 4 concurrent clients on
 `GET /api/search` (which embeds the query with the real model, searches, groups and reads neighbourhoods from
 the manifest).
 """
@@ -312,7 +312,7 @@ def ann_settings(args: argparse.Namespace) -> AnnSettings:
 
 def build(args: argparse.Namespace) -> None:
     """Fill a LanceStore with generated rows and a manifest, then `finish_run()`: FTS + compaction + ANN."""
-    from nbrecall.ingest.manifest import SqliteManifest
+    from nbrecall.index.manifest import SqliteManifest
     from nbrecall.records import CellRecord, ContentRecord, FileRecord
 
     index_dir: Path = args.dir

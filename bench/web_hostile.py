@@ -111,7 +111,7 @@ HOSTILE = {"deep": "hostile/deep_html.ipynb", "cells60k": "hostile/cells_60000.i
 def _shas(index: Path, keys: list[str]) -> dict[str, str] | None:
     if not (index / "manifest.sqlite").is_file():
         return None
-    from nbrecall.ingest.manifest import SqliteManifest
+    from nbrecall.index.manifest import SqliteManifest
 
     manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     try:
@@ -452,7 +452,7 @@ def _ignore_errors(fn, *args):  # type: ignore[no-untyped-def]
 
 
 def _cell_id(index: Path, sha: str, idx: int) -> str:
-    from nbrecall.ingest.manifest import SqliteManifest
+    from nbrecall.index.manifest import SqliteManifest
 
     manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     try:
@@ -496,7 +496,7 @@ def measure_index_kill(corpus: Path, work: Path) -> None:
 def _notebooks(index: Path) -> int:
     if not (index / "manifest.sqlite").is_file():
         return 0
-    from nbrecall.ingest.manifest import SqliteManifest
+    from nbrecall.index.manifest import SqliteManifest
 
     manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     try:

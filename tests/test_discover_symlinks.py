@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from conftest import HashEmbedder, code, stream, write_nb
 from nbrecall.cli import app as cli_app
 from nbrecall.config import Settings
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest import discover as discover_module
 from nbrecall.ingest.discover import LINK_OUT, LINK_UNREADABLE
-from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import run_index
 
 

@@ -20,8 +20,7 @@ from typer.testing import CliRunner
 from conftest import HashEmbedder, code, result, stream, write_nb
 from executor_tasks import Flaky, fail_on_three, square
 from nbrecall.config import Settings
-from nbrecall.index.store import LanceStore
-from nbrecall.ingest.executor import (
+from nbrecall.executor import (
     Executor,
     ExecutorError,
     InlineExecutor,
@@ -29,8 +28,10 @@ from nbrecall.ingest.executor import (
     make_executor,
     parse_kind,
 )
-from nbrecall.ingest.manifest import SqliteManifest
-from nbrecall.ingest.pipeline import fingerprint, run_index
+from nbrecall.index.manifest import SqliteManifest
+from nbrecall.index.store import LanceStore
+from nbrecall.ingest.build import fingerprint
+from nbrecall.ingest.pipeline import run_index
 from nbrecall.ingest.worker import EmbedTask, WorkerFault, build_failed, build_notebook, portable
 
 TESTS = Path(__file__).parent
@@ -131,7 +132,7 @@ def test_executor_kinds_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_cli_says_what_is_wrong_with_the_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nbrecall.cli import app
 
-    monkeypatch.setattr("nbrecall.service.make_embedder", lambda settings: HashEmbedder())
+    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder", lambda settings: HashEmbedder())
     root = tmp_path / "share"
     write_nb(root / "a.ipynb", [code("x = 1", 1)])
     runner = CliRunner()
@@ -301,8 +302,8 @@ def ray_cluster() -> Iterator[Any]:
 def test_ray_cluster_indexes_like_a_local_run(ray_cluster: Any, tmp_path: Path, model_cache: Path) -> None:
     """The bundled model's tokenizer on both sides (workers build it from the settings), no vectors: the same
     manifest and the same chunks as an in-process run; then an embed task on the workers gives the same vectors."""
-    from nbrecall.ingest.executor import RayExecutor
-    from nbrecall.service import make_embedder
+    from nbrecall.executor import RayExecutor
+    from nbrecall.index.embedder_from_settings import make_embedder
 
     root = tmp_path / "share"
     make_corpus(root)
@@ -338,7 +339,7 @@ def test_ray_cluster_indexes_like_a_local_run(ray_cluster: Any, tmp_path: Path, 
 
 @pytest.mark.ray
 def test_ray_retries_a_lost_worker_and_reports_failures(ray_cluster: Any, tmp_path: Path) -> None:
-    from nbrecall.ingest.executor import RayExecutor
+    from nbrecall.executor import RayExecutor
 
     (tmp_path / "crash").mkdir()
     (tmp_path / "raise").mkdir()
@@ -358,7 +359,7 @@ def test_ray_retries_a_lost_worker_and_reports_failures(ray_cluster: Any, tmp_pa
 
 @pytest.mark.ray
 def test_ray_renders_in_the_sandbox_on_the_workers(ray_cluster: Any, tmp_path: Path) -> None:
-    from nbrecall.ingest.executor import RayExecutor
+    from nbrecall.executor import RayExecutor
     from nbrecall.render.run import RenderOptions, load_render, render_many
     from nbrecall.render.sandbox import sandbox_problem
 

@@ -23,9 +23,9 @@ from nbformat import v4
 
 from conftest import HashEmbedder, code, result, write_nb
 from nbrecall.config import Settings
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest.lock import IndexLocked
-from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.search.retrieve import SearchResult, retrieve
 from nbrecall.service import Archive

@@ -28,9 +28,9 @@ from conftest import HashEmbedder
 from nbrecall.cli import app
 from nbrecall.config import Settings
 from nbrecall.convert.run import convert_file
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest import pipeline
-from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.notebook.files import printable_path
 from nbrecall.notebook.model import Notebook

@@ -21,8 +21,8 @@ from conftest import HashEmbedder, code, write_nb
 from nbrecall.cli import app
 from nbrecall.config import Settings
 from nbrecall.index.faults import IndexDamaged, IndexWriteError
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.search.retrieve import retrieve
 
@@ -90,7 +90,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def hash_cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     """The CLI with the test embedder in place of the bundled model."""
-    monkeypatch.setattr("nbrecall.service.make_embedder", lambda settings: HashEmbedder())
+    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder", lambda settings: HashEmbedder())
     return CliRunner()
 
 

@@ -59,7 +59,7 @@ def session_calls(index: Path, model_cache: Path, calls: list[tuple[str, dict[st
 
 
 def test_mcp_server_tools(real_index: Path, model_cache: Path) -> None:
-    from nbrecall.ingest.manifest import SqliteManifest
+    from nbrecall.index.manifest import SqliteManifest
 
     sha = SqliteManifest(real_index / "manifest.sqlite", readonly=True).find_by_path(GLOSSARY)
     assert sha

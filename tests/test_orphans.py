@@ -14,8 +14,8 @@ from nbformat import v4
 
 from conftest import HashEmbedder, code, result, write_nb
 from nbrecall.config import Settings
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import run_index
 
 TESTS = Path(__file__).parent
@@ -60,7 +60,7 @@ POOL_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from pathlib import Path
     from executor_tasks import Sleeper
-    from nbrecall.ingest.executor import ProcessExecutor
+    from nbrecall.executor import ProcessExecutor
 
     with ProcessExecutor(2) as pool:
         for _ in pool.map(Sleeper(Path({folder!r})), range(8)):
@@ -88,7 +88,7 @@ INDEX_SCRIPT = textwrap.dedent("""
     from slow_embedder import SlowTokens
     from nbrecall.config import Settings
     from nbrecall.index.store import LanceStore
-    from nbrecall.ingest.executor import ProcessExecutor
+    from nbrecall.executor import ProcessExecutor
     from nbrecall.ingest.pipeline import run_index
 
     emb = SlowTokens()

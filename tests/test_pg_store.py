@@ -19,11 +19,12 @@ from typer.testing import CliRunner
 from conftest import HashEmbedder, code, result, write_nb
 from nbrecall.backends import index_exists, open_manifest, open_store
 from nbrecall.config import Settings, load_settings
-from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, redact, store_migrations
+from nbrecall.index.faults import StoreUnavailable, redact
+from nbrecall.index.manifest import SqliteManifest
+from nbrecall.index.pg_db import PgDatabase, store_migrations
+from nbrecall.index.pg_manifest import PgManifest
 from nbrecall.index.pg_store import PgStore, filter_sql, tsquery_literal
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.manifest import SqliteManifest
-from nbrecall.ingest.pg_manifest import PgManifest
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.records import CellRecord, ChunkRow, ContentRecord, FileRecord, PendingVector, SearchFilters
 from nbrecall.search.retrieve import retrieve
@@ -521,7 +522,7 @@ def test_store_settings_from_file_environment_and_cli(
 
     from nbrecall.cli import app
 
-    monkeypatch.setattr("nbrecall.service.make_embedder", lambda settings: HashEmbedder())
+    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder", lambda settings: HashEmbedder())
     runner = CliRunner()
     root = tmp_path / "share"
     make_notebooks(root, "c", 2)

@@ -18,9 +18,9 @@ from nbformat import v4
 from conftest import HashEmbedder, code, result, stream, write_nb
 from nbrecall.backends import open_manifest, open_store
 from nbrecall.config import Settings
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest.lock import IndexLocked, WriterLock
-from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.protocols import Store
 from nbrecall.records import SearchFilters

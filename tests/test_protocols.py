@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from nbrecall.index.manifest import SqliteManifest
+from nbrecall.index.pg_manifest import PgManifest
 from nbrecall.index.pg_store import PgStore
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.manifest import SqliteManifest
-from nbrecall.ingest.pg_manifest import PgManifest
 from nbrecall.protocols import Manifest, Store
 
 

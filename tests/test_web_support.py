@@ -21,8 +21,8 @@ from nbformat import v4
 
 from conftest import HashEmbedder
 from nbrecall.config import Settings, load_settings
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.manifest import SqliteManifest
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.service import Archive
 

@@ -22,7 +22,7 @@ def describe(settings: Settings) -> str:
     url = store_url(settings)
     if url is None:
         return str(settings.index_dir)
-    from nbrecall.index.pg_db import redact
+    from nbrecall.index.faults import redact
 
     return f"{redact(url)} (schema {settings.store.schema})"
 
@@ -45,15 +45,15 @@ def open_manifest(settings: Settings, readonly: bool = False, store: Store | Non
     from nbrecall.index.pg_store import PgStore  # light: psycopg is imported only when connecting
 
     if isinstance(store, PgStore):
-        from nbrecall.ingest.pg_manifest import PgManifest
+        from nbrecall.index.pg_manifest import PgManifest
 
         return PgManifest(store.db, readonly)
     url = store_url(settings)
     if url is None:
-        from nbrecall.ingest.manifest import SqliteManifest
+        from nbrecall.index.manifest import SqliteManifest
 
         return SqliteManifest(settings.index_dir / "manifest.sqlite", readonly=readonly)
-    from nbrecall.ingest.pg_manifest import PgManifest
+    from nbrecall.index.pg_manifest import PgManifest
 
     return PgManifest.connect(url, settings.store.schema, readonly=readonly)
 

@@ -68,7 +68,7 @@ def _executor(settings: Settings, kind: str | None, workers: int | None = None):
     """The executor `--executor` or [executor] names; a bad name, missing Ray or an unreachable cluster exits 2."""
     from rich.markup import escape
 
-    from nbrecall.ingest.executor import ExecutorError, make_executor
+    from nbrecall.executor import ExecutorError, make_executor
 
     cfg = settings.executor
     try:
@@ -279,10 +279,11 @@ def index(
     from rich.markup import escape
 
     from nbrecall.backends import index_exists
-    from nbrecall.ingest.executor import ExecutorError
+    from nbrecall.executor import ExecutorError
+    from nbrecall.index.embedder_from_settings import make_embedder
     from nbrecall.ingest.lock import IndexLocked
     from nbrecall.ingest.pipeline import run_index
-    from nbrecall.service import make_embedder, open_store
+    from nbrecall.service import open_store
 
     settings = _settings(config, index_dir, store)
     if no_vectors:
@@ -796,7 +797,7 @@ def ask(
 @app.command()
 def mcp(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt = None) -> None:
     """Run a Model Context Protocol server over stdio: tools `search`, `ask` and `get_cell` on this index."""
-    from nbrecall.answer.mcp_server import serve_stdio
+    from nbrecall.mcp_server import serve_stdio
 
     settings = _settings(config, index_dir, store)
     archive = _open_archive(settings)
@@ -919,7 +920,7 @@ def render(
     if options.backend not in BACKENDS:
         err.print(f"[red]error:[/red] --backend {options.backend}: not one of {', '.join(BACKENDS)}")
         raise typer.Exit(2)
-    from nbrecall.ingest.executor import ExecutorError, parse_kind
+    from nbrecall.executor import ExecutorError, parse_kind
 
     try:
         distributed = parse_kind(executor or settings.executor.kind)[0] == "ray"

@@ -135,7 +135,7 @@ class StoreSettings:
 
 @dataclass
 class ExecutorSettings:
-    """Where `nbrecall index` parses/chunks and `nbrecall render` runs notebooks (`nbrecall.ingest.executor`).
+    """Where `nbrecall index` parses/chunks and `nbrecall render` runs notebooks (`nbrecall.executor`).
 
     `kind`: "local" (a process pool here; `render` keeps its own pool of `render.workers`), "ray" (attach to
     $RAY_ADDRESS or a cluster started here with `ray start`, else start a local one), "ray://HOST:PORT" (a remote

@@ -1,7 +1,7 @@
 """What the stages need from a chunk store and a manifest, as `typing.Protocol`s with their capabilities declared.
 
 Two implementations of each exist: the embedded pair in the index folder (`index.store.LanceStore`,
-`ingest.manifest.SqliteManifest`) and PostgreSQL (`index.pg_store.PgStore`, `ingest.pg_manifest.PgManifest`).
+`index.manifest.SqliteManifest`) and PostgreSQL (`index.pg_store.PgStore`, `index.pg_manifest.PgManifest`).
 Callers (ingest, search, answer, the front ends) type against these protocols and read capabilities from them,
 never a concrete class; connection handles and SQL stay inside each implementation. `backends` picks one pair;
 `tests/test_protocols.py` and mypy check both against these. See docs/architecture.md.

@@ -9,7 +9,8 @@ import numpy as np
 
 from nbrecall import backends
 from nbrecall.config import Settings
-from nbrecall.index.embed import Embedder, EmbedSettings, load_embedder
+from nbrecall.index import embedder_from_settings
+from nbrecall.index.embed import Embedder
 from nbrecall.protocols import Store
 from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import SearchResult, retrieve
@@ -17,21 +18,6 @@ from nbrecall.search.retrieve import SearchResult, retrieve
 
 class IndexMissing(RuntimeError):
     """The index folder has no index yet."""
-
-
-def make_embedder(settings: Settings) -> Embedder:
-    cfg = settings.embed
-    return load_embedder(
-        EmbedSettings(
-            kind=cfg.kind,
-            path=cfg.path,
-            url=cfg.url,
-            model=cfg.model,
-            batch_size=cfg.batch_size,
-            threads=cfg.threads,
-        ),
-        Path(cfg.cache_dir) if cfg.cache_dir else settings.index_dir / "models",
-    )
 
 
 def open_store(settings: Settings, dim: int) -> Store:
@@ -60,7 +46,7 @@ class Archive:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = make_embedder(self.settings)
+            self._embedder = embedder_from_settings.make_embedder(self.settings)
         return self._embedder
 
     @property

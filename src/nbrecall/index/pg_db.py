@@ -17,9 +17,8 @@ import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-from nbrecall.index.faults import IndexFault
+from nbrecall.index.faults import WHAT_TO_DO_PG, StoreUnavailable, first_line, redact
 
 LOCK_BUCKETS = 256  # advisory locks per schema: a transaction holds at most this many, whatever its size
 
@@ -231,80 +230,8 @@ def store_migrations(dim: int) -> list[str]:
     ]
 
 
-class StoreUnavailable(IndexFault):
-    """The PostgreSQL store cannot be reached or used: the message names the URL and says what to do."""
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 def is_postgres_url(url: str | None) -> bool:
     return bool(url) and str(url).split("://", 1)[0] in ("postgresql", "postgres")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
-
-
-_WHAT_TO_DO = (
-    "Check that the PostgreSQL server is running and reachable, and that the URL (--store, NBRECALL_STORE or "
-    "[store] url in nbrecall.toml) is right; then run the command again."
-)
-
-
-def pg_fault(exc: BaseException, action: str, url: str | None = None) -> IndexFault | None:
-    """The `IndexFault` a psycopg error amounts to (lost connection, server down, no privileges), or None."""
-    import psycopg
-
-    if isinstance(exc, IndexFault):
-        return exc
-    if not isinstance(exc, psycopg.Error):
-        return None
-    where = redact(url) if url else _server_of(exc)
-    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        return StoreUnavailable(
-            f"{where}: the PostgreSQL user may not do this while {action} ({_first_line(exc)}). Grant it the "
-            "privileges on nbrecall's schema, or use another [store] schema.",
-            where,
-        )
-    if isinstance(exc, psycopg.errors.DiskFull):
-        return StoreUnavailable(
-            f"{where}: the PostgreSQL server is out of disk space while {action}. Free space on the server and "
-            "run `nbrecall index` again: the run resumes, and what was indexed before is intact.",
-            where,
-        )
-    if isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
-        return StoreUnavailable(
-            f"{where}: a write conflicted with another nbrecall process while {action} ({_first_line(exc)}); "
-            "nothing half-written was kept: run the command again",
-            where,
-        )
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-        return StoreUnavailable(
-            f"{where}: the PostgreSQL store failed while {action} ({_first_line(exc)}). {_WHAT_TO_DO}", where
-        )
-    return None
-
-
-def _server_of(exc: BaseException) -> str:
-    conn = getattr(exc, "pgconn", None)
-    if conn is None:
-        return "the PostgreSQL store"
-    try:
-        host = conn.host.decode() or "localhost"
-        return f"postgresql://{host}:{conn.port.decode()}/{conn.db.decode()}"
-    except Exception:
-        return "the PostgreSQL store"
 
 
 def lock_classid(schema: str) -> int:
@@ -346,13 +273,13 @@ class PgDatabase:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.ProgrammingError as exc:  # a malformed conninfo
             raise StoreUnavailable(
-                f"{redact(self.url)}: not a valid PostgreSQL URL ({_first_line(exc)}); it reads "
+                f"{redact(self.url)}: not a valid PostgreSQL URL ({first_line(exc)}); it reads "
                 "postgresql://USER:PASSWORD@HOST:PORT/DB",
                 redact(self.url),
             ) from exc
         except psycopg.Error as exc:
             raise StoreUnavailable(
-                f"{redact(self.url)}: cannot connect to the PostgreSQL store ({_first_line(exc)}). {_WHAT_TO_DO}",
+                f"{redact(self.url)}: cannot connect to the PostgreSQL store ({first_line(exc)}). {WHAT_TO_DO_PG}",
                 redact(self.url),
             ) from exc
         self._conn = conn
@@ -482,7 +409,7 @@ class PgDatabase:
         except psycopg.errors.InsufficientPrivilege as exc:
             raise StoreUnavailable(
                 f"{redact(self.url)}: the PostgreSQL user may not create nbrecall's tables in schema {self.schema} "
-                f"({_first_line(exc)}); grant it CREATE on the database, or have an administrator run "
+                f"({first_line(exc)}); grant it CREATE on the database, or have an administrator run "
                 "`nbrecall index` once",
                 redact(self.url),
             ) from exc
@@ -498,7 +425,7 @@ class PgDatabase:
             except psycopg.Error as exc:
                 raise StoreUnavailable(
                     f"{redact(self.url)}: the database has no pgvector extension and it cannot be created "
-                    f"({_first_line(exc)}); install pgvector on the server and have a superuser run "
+                    f"({first_line(exc)}); install pgvector on the server and have a superuser run "
                     "`CREATE EXTENSION vector;` in this database",
                     redact(self.url),
                 ) from exc

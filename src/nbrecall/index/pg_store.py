@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from nbrecall.index.faults import StoreUnavailable, pg_fault, redact
 from nbrecall.index.fusion import fuse
-from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, clean_text, pg_fault, redact, store_migrations
+from nbrecall.index.pg_db import PgDatabase, clean_text, store_migrations
 from nbrecall.index.terms import keyword_query, keyword_text
 from nbrecall.records import CHUNK_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
 

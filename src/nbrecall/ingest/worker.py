@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nbrecall.config import Settings
+from nbrecall.executor import Executor, ExecutorError
 from nbrecall.index.embed import Embedder
-from nbrecall.ingest.executor import Executor, ExecutorError
-from nbrecall.ingest.pipeline import IndexReport, build_rows, fingerprint
+from nbrecall.ingest.build import IndexReport, build_rows, fingerprint
 from nbrecall.notebook.read import NotebookUnreadable
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def worker_embedder(settings: Settings) -> Embedder:
     with _WORKER_LOCK:
         embedder = _WORKER_EMBEDDERS.get(key)
         if embedder is None:
-            from nbrecall.service import make_embedder
+            from nbrecall.index.embedder_from_settings import make_embedder
 
             embed = dataclasses.replace(settings.embed, threads=settings.embed.threads or 1)
             embedder = make_embedder(dataclasses.replace(settings, embed=embed))
@@ -127,7 +127,7 @@ def build_notebook(
     expect: str = "",
     counter: Embedder | None = None,
 ) -> BuildOutcome:
-    """Parse, analyse and chunk one notebook (`pipeline.build_rows`); never raises.
+    """Parse, analyse and chunk one notebook (`build.build_rows`); never raises.
 
     `counter` is the run's own embedder when this runs in the calling process; else the worker's (built from
     `settings`) is used, and its `fingerprint` must equal `expect`, the run's, or the outcome is a fault."""
@@ -170,7 +170,7 @@ class BuildTask:
     """`build_notebook` as a one-argument callable for `Executor.map`; picklable when `counter` is None."""
 
     settings: Settings
-    expect: str = ""  # the run's fingerprint (`pipeline.fingerprint`)
+    expect: str = ""  # the run's fingerprint (`build.fingerprint`)
     counter: Embedder | None = None
 
     @classmethod

@@ -27,7 +27,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from nbrecall.ingest.executor import die_with_parent
+from nbrecall.executor import die_with_parent
 from nbrecall.notebook.files import read_regular
 from nbrecall.notebook.model import Cell, Notebook
 from nbrecall.notebook.read import NotebookUnreadable, join_text, read_notebook_bytes
