@@ -79,16 +79,16 @@ def _executor(settings: Settings, kind: str | None, workers: int | None = None):
 
 
 def _settings(config: Path | None, index: Path | None = None, store: str | None = None) -> Settings:
+    flags: dict[str, Any] = {}
+    if index is not None:
+        flags["index_dir"] = str(index)
+    if store:
+        flags["store"] = {"url": store}
     try:
-        settings = load_settings(config)
+        return load_settings(config, flags=flags)
     except ConfigError as exc:
         err.print(f"[red]config error:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
-    if index is not None:
-        settings.index_dir = index
-    if store:
-        settings.store.url = store
-    return settings
 
 
 @contextmanager

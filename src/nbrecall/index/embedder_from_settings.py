@@ -17,6 +17,7 @@ def make_embedder(settings: Settings) -> Embedder:
             path=cfg.path,
             url=cfg.url,
             model=cfg.model,
+            api_key=cfg.api_key,
             batch_size=cfg.batch_size,
             threads=cfg.threads,
         ),
