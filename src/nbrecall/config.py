@@ -36,7 +36,7 @@ class DiscoverSettings:
 
 @dataclass
 class MetadataSettings:
-    """Path rules and deprecation rules (DESIGN §5)."""
+    """Path rules and deprecation rules (architecture §7)."""
 
     path_rules: list[str] = field(default_factory=list)
     deprecated_tags: list[str] = field(default_factory=lambda: ["deprecated"])
@@ -72,7 +72,7 @@ class EmbedConfig:
 
 @dataclass
 class RetrieveSettings:
-    """Fan-out and priors of retrieval (DESIGN §6)."""
+    """Fan-out and priors of retrieval (architecture §8)."""
 
     fanout: int = 50
     hits_per_notebook: int = 5  # distinct cells shown per notebook
@@ -89,7 +89,7 @@ class RetrieveSettings:
 
 @dataclass
 class AnswerSettings:
-    """The answer stage (DESIGN §7): an optional OpenAI-compatible chat endpoint and the context budget.
+    """The answer stage (architecture §9): an optional OpenAI-compatible chat endpoint and the context budget.
 
     Without `base_url` and `model` answers are extractive (no LLM). The API key never lives in the config file:
     it comes from $NBRECALL_LLM_API_KEY or from the encrypted store written by `nbrecall key set`.
@@ -109,7 +109,7 @@ class AnswerSettings:
 
 @dataclass
 class RenderSettings:
-    """Re-rendering in a sandbox (DESIGN §9, `nbrecall render`); see `nbrecall.render.paths` for `path_map`."""
+    """Re-rendering in a sandbox (architecture §11, `nbrecall render`); see `nbrecall.render.paths` for `path_map`."""
 
     data_dir: str | None = None  # mounted read-only at /data; path_map targets are relative to it
     path_map: list[dict[str, str]] = field(default_factory=list)  # [[render.path_map]] from = .., to = ..

@@ -1,4 +1,5 @@
-"""Answer a question from the archive (DESIGN §7): search, then an LLM answer over the context or an extractive one.
+"""Answer a question from the archive (architecture §9): search, then an LLM answer over the context or an
+extractive one.
 
 `stream_answer` yields `AnswerEvent`s: `notice` (why the answer is what it is: fallback, dropped citations),
 `token` (pieces of text as they come), `citation` (each cited cell, after the text) and finally `done` with the

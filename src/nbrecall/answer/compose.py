@@ -1,4 +1,4 @@
-"""The extractive answer (DESIGN §7): the value, cell or sentence that best answers, copied and cited.
+"""The extractive answer (architecture §9): the value, cell or sentence that best answers, copied and cited.
 
 Nothing is generated. A value answer is a value fact as the notebook printed it, with up to two alternatives
 from other cells or notebooks ("also found"); a "where" answer names the notebook, the section and the cell that

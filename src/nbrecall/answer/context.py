@@ -1,4 +1,4 @@
-"""The LLM context of a question (DESIGN §7): the top notebooks' neighbourhoods in the LLM-addressable form.
+"""The LLM context of a question (architecture §9): the top notebooks' neighbourhoods in the LLM-addressable form.
 
 Each notebook block starts with ``# Notebook: PATH · year · project`` and holds its cells under the headers of the
 conversion (``## Cell [8] · type:code · In[5] · id:…``), sources fenced, outputs as text. The whole context stays

@@ -1,4 +1,4 @@
-"""Notebook-aware chunking (DESIGN §4): groups under headings within a token budget, plus typed chunks.
+"""Notebook-aware chunking (architecture §6): groups under headings within a token budget, plus typed chunks.
 
 A code cell alone has few words, so it is grouped with the markdown above it, under the heading path. Beside
 the groups, outputs that answer questions on their own become typed chunks: `table`, `scalar`, `error`,

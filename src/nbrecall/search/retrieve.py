@@ -1,4 +1,4 @@
-"""Retrieval (DESIGN §6): hybrid fan-out, group by notebook, priors, anchor cells and neighbourhoods."""
+"""Retrieval (architecture §8): hybrid fan-out, group by notebook, priors, anchor cells and neighbourhoods."""
 
 from __future__ import annotations
 

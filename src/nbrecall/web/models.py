@@ -159,7 +159,7 @@ class NotebookDetail(BaseModel):
 
 
 class CellOutput(BaseModel):
-    """An output after the output rules (DESIGN §3): the text that was indexed for it."""
+    """An output after the output rules (architecture §5): the text that was indexed for it."""
 
     output_type: str
     kind: str
