@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := build/demo
 
-.PHONY: venv system-deps pyodide-runner test lint demo clean
+.PHONY: venv system-deps pyodide-runner test lint typecheck demo clean
 
 $(BIN)/nbrecall: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ $(PYODIDE_RUNNER)/node_modules/.package-lock.json: $(PYODIDE_RUNNER)/package-loc
 lint: venv
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports
+
+# mypy over src (settings in pyproject.toml); not yet part of `lint`: errors remain (see issue 16)
+typecheck: venv
+	$(BIN)/mypy
 
 test: venv system-deps pyodide-runner lint
 	$(BIN)/pytest

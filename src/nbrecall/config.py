@@ -200,7 +200,7 @@ _SECTIONS: tuple[type, ...] = (DiscoverSettings, MetadataSettings, ChunkSettings
                                 AnswerSettings, RenderSettings, StoreSettings, ExecutorSettings, ServeSettings,
                                 Settings)
 for _section in _SECTIONS:
-    _section.__pydantic_config__ = _STRICT  # type: ignore[attr-defined]  # read by pydantic's TypeAdapter
+    _section.__pydantic_config__ = _STRICT  # type: ignore[attr-defined]  # a class attribute pydantic reads
 _SETTINGS = TypeAdapter(Settings)
 
 
@@ -215,7 +215,7 @@ def _problem(error: Any, where: str) -> str:
     if error["type"] == "unexpected_keyword_argument":
         section: Any = Settings
         for part in loc[:-1]:
-            section = {f.name: f for f in fields(section)}[part].default_factory  # type: ignore[misc]
+            section = {f.name: f for f in fields(section)}[part].default_factory
         known = sorted(f.name for f in fields(section) if f.name != "config_path")
         return f"{where}: unknown setting '{key}' (known: {', '.join(known)})"
     if error["type"] in ("dataclass_type", "dataclass_exact_type"):

@@ -78,7 +78,8 @@ class SqliteManifest:
             yield
 
     def files(self, root: str | None = None) -> dict[tuple[str, str], FileRecord]:
-        sql, args = "SELECT root, rel, size, mtime_ns, sha256 FROM files", ()
+        sql = "SELECT root, rel, size, mtime_ns, sha256 FROM files"
+        args: tuple[Any, ...] = ()
         if root is not None:
             sql, args = sql + " WHERE root = ?", (root,)
         return {(r["root"], r["rel"]): FileRecord(*r) for r in self.db.execute(sql, args)}
@@ -88,7 +89,8 @@ class SqliteManifest:
         return _content(row) if row else None
 
     def contents(self, status: str | None = None) -> list[ContentRecord]:
-        sql, args = "SELECT * FROM contents", ()
+        sql = "SELECT * FROM contents"
+        args: tuple[Any, ...] = ()
         if status:
             sql, args = sql + " WHERE status = ?", (status,)
         return [_content(r) for r in self.db.execute(sql + " ORDER BY root, rel", args)]

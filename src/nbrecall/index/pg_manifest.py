@@ -64,7 +64,8 @@ class PgManifest:
         return self.db.execute(sql, params).fetchall()
 
     def files(self, root: str | None = None) -> dict[tuple[str, str], FileRecord]:
-        sql, args = "SELECT root, rel, size, mtime_ns, sha256 FROM files", ()
+        sql = "SELECT root, rel, size, mtime_ns, sha256 FROM files"
+        args: tuple[Any, ...] = ()
         if root is not None:
             sql, args = sql + " WHERE root = %s", (root,)
         return {(r[0], r[1]): FileRecord(*r) for r in self._all(sql, args)}
@@ -74,7 +75,8 @@ class PgManifest:
         return _content(rows[0]) if rows else None
 
     def contents(self, status: str | None = None) -> list[ContentRecord]:
-        sql, args = f"SELECT {_CONTENT_COLUMNS} FROM contents", ()
+        sql = f"SELECT {_CONTENT_COLUMNS} FROM contents"
+        args: tuple[Any, ...] = ()
         if status:
             sql, args = sql + " WHERE status = %s", (status,)
         return [_content(r) for r in self._all(sql + " ORDER BY root COLLATE \"C\", rel COLLATE \"C\"", args)]

@@ -294,7 +294,7 @@ class PgStore:
 
     def _text_stats(self) -> tuple[int, float]:
         """(chunks, mean BM25 length) as of the last statistics refresh; re-read at most every 5 s."""
-        return self._cached()[1:3]  # type: ignore[return-value]
+        return self._cached()[1:3]
 
     def _cached(self) -> tuple[float, int, float, bool]:
         now = time.monotonic()

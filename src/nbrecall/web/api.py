@@ -55,8 +55,11 @@ NbId = Annotated[
         json_schema_extra={"pattern": "^[0-9a-f]{64}$"},  # documented; checked in the route, which answers 404
     ),
 ]
-NOT_FOUND = {404: {"model": ErrorResponse, "description": "unknown or malformed notebook id, or no such cell"}}
-BUSY = {503: {"model": ErrorResponse, "description": "every render process is busy: try again shortly"}}
+Responses = dict[int | str, dict[str, Any]]  # what FastAPI takes for `responses=`
+NOT_FOUND: Responses = {
+    404: {"model": ErrorResponse, "description": "unknown or malformed notebook id, or no such cell"}
+}
+BUSY: Responses = {503: {"model": ErrorResponse, "description": "every render process is busy: try again shortly"}}
 
 
 def viewer_url(nb_id: str, cell_id: str | None = None) -> str:
@@ -167,7 +170,7 @@ ANSWER_EVENT_SCHEMA = {
     "required": ["type"],
 }
 _ANSWER_SCHEMA = ANSWER_EVENT_SCHEMA["properties"]["answer"]  # type: ignore[index]
-_SSE = {
+_SSE: Responses = {
     200: {
         "description": "server-sent events: one `data: {json}` per answer event (token, notice, citation, done); "
         "the last is `done`, with the complete answer; with `format=json`, the complete answer as one object",
