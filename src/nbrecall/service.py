@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,14 @@ def open_store(settings: Settings, dim: int) -> Store:
     return backends.open_store(settings, dim)
 
 
+def prepare_index(settings: Settings, embedder: Embedder) -> Store:
+    """The store of the index these settings name, created empty (chunk table and manifest) if there is none
+    yet: `serve ROOT` opens the index, and answers from it, before the first notebook of ROOT is written."""
+    store = open_store(settings, embedder.dim)
+    backends.open_manifest(settings, store=store).close()  # creates (or migrates) the manifest
+    return store
+
+
 @dataclass
 class Archive:
     """An opened index: search it; models are loaded once, at first use."""
@@ -68,7 +77,20 @@ class Archive:
     def search(
         self, query: str, filters: SearchFilters | None = None, max_notebooks: int = 10
     ) -> SearchResult:
-        vector = self.embedder.embed([query])[0] if query.strip() and self.settings.embed.enabled else None
+        vector = None
+        if query.strip() and self.settings.embed.enabled:
+            if self._store is None:
+                # A process's first search (a CLI command): the query's vector (ONNX session, native code) is
+                # computed while the store opens (the lancedb import, Python): together ~0.3 s sooner on 2 cores.
+                embedder = self.embedder
+                with ThreadPoolExecutor(1, thread_name_prefix="nbrecall-query-vector") as pool:
+                    pending = pool.submit(embedder.embed, [query])
+                    try:
+                        _ = self.store
+                    finally:
+                        vector = pending.result()[0]
+            else:
+                vector = self.embedder.embed([query])[0]
         return retrieve(
             query,
             self.store,
