@@ -94,7 +94,7 @@ def test_progress_while_indexing_and_results_from_what_is_indexed(tmp_path: Path
             assert progress["live"]["notebooks_total"] == 6
             assert progress["fraction"] == pytest.approx(0.5)
             assert "3 of 6 new or changed notebooks written, 3 waiting" in progress["lines"][0]
-            assert sorted(_found(client, "kestrel"))[:3] == ["a0.ipynb", "a1.ipynb", "a2.ipynb"]
+            assert set(_found(client, "kestrel")[:3]) == {"a0.ipynb", "a1.ipynb", "a2.ipynb"}
             assert not {"z0.ipynb", "z1.ipynb", "z2.ipynb"} & set(_found(client, "quokka"))
             page = client.get("/")
             assert "3 of 6 new or changed notebooks written" in page.text and 'data-busy="true"' in page.text

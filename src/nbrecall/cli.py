@@ -343,7 +343,7 @@ def index(
             raise typer.Exit(2) from exc
         if progress.tasks[0].total is None:  # nothing to index or embed: say so, not `0/?`
             progress.update(task, description="up to date", total=result.files, completed=result.files,
-                            rate="files unchanged")
+                            rate="files checked")
     elapsed = time.perf_counter() - started
     table = Table(title=f"indexed into {describe(settings)} in {elapsed:.1f} s")
     table.add_column("what")

@@ -65,7 +65,9 @@ def progress_payload(state: WebState) -> dict[str, Any]:
 
 
 def _duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
+    if seconds < 1:
+        return "under a second"
+    seconds = round(seconds)
     if seconds < 90:
         return f"{seconds} s"
     if seconds < 5400:
@@ -82,7 +84,7 @@ def describe(
     fraction = None
     if live is not None:
         state = live["state"]
-        eta = f" · about {_duration(live['eta_seconds'])} left" if live.get("eta_seconds") is not None else ""
+        eta = f" · {_duration(live['eta_seconds'])} left (estimate)" if live.get("eta_seconds") is not None else ""
         if state in ("starting", "discovering"):
             since = live.get("run_started_at") or now
             lines.append(f"Indexing {', '.join(live['roots'])}: looking for new, changed and deleted notebooks "
