@@ -17,10 +17,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _search(page, base: str, words: str) -> list[str]:  # type: ignore[no-untyped-def]
-    page.goto(f"{base}/?q={words}")
-    page.wait_for_selector("#results")
-    return page.locator(".nb-result .nb-path").all_inner_texts()
+def _search(tab, base: str, words: str) -> list[str]:  # type: ignore[no-untyped-def]
+    tab.goto(f"{base}/?q={words}")
+    tab.wait_for_selector("#results")
+    return tab.locator(".nb-result .nb-path").all_inner_texts()
 
 
 def test_serve_root_shows_progress_and_serves_what_is_indexed(tmp_path: Path, page) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
