@@ -501,10 +501,12 @@ def _print_groups(text: str, groups: list[dict[str, Any]], k: int) -> None:
     hit's cell, kind, cell id, heading and snippet with the query's words highlighted; at most `k` hits."""
     from rich.markup import escape
 
-    from nbrecall.search.retrieve import query_terms
-
     out = Console()
-    terms = query_terms(text)
+    terms: set[str] = set()
+    if out.is_terminal:  # highlighting is styling, which rich leaves out of a pipe: skip the search stack there
+        from nbrecall.search.retrieve import query_terms
+
+        terms = query_terms(text)
     shown = 0
     out.print(f"[b]{escape(text)}[/b]")
     for nb in groups:
