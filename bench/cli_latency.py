@@ -3,7 +3,8 @@
     .venv/bin/python bench/cli_latency.py --index DIR [--config FILE] [--runs 7] [--cold-runs 3]
                                           [--modes direct,server] [--port 8791] [--importtime]
 
-Each command runs as its own process (`.venv/bin/nbrecall ...`, output to a pipe), timed from spawn to exit, in
+Each command runs as its own process (`.venv/bin/nbrecall ...`, output to a pseudo-terminal, as at a shell), timed
+from spawn to exit, in
 two modes:
 
 - `direct`: the command opens the index itself (`NBRECALL_SERVER=off`): Python start-up, imports, the model, the
@@ -23,10 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pty
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -80,12 +83,31 @@ def command_args(command: str, query: str, index: Path, config: Path | None) -> 
 
 
 def timed(args: list[str], env: dict[str, str]) -> float:
+    """Seconds from spawn to exit, stdout on a pseudo-terminal as for a person at a shell (rich styles it, and
+    `search` highlights the query's words), drained by a thread so the command never blocks on it."""
+    master, slave = pty.openpty()
+    drained = threading.Thread(target=_drain, args=(master,), daemon=True)
+    drained.start()
     started = time.perf_counter()
-    result = subprocess.run(args, env=env, capture_output=True, timeout=600)
-    seconds = time.perf_counter() - started
+    try:
+        result = subprocess.run(args, env={**env, "COLUMNS": "120"}, stdout=slave, stderr=subprocess.PIPE,
+                                timeout=600)
+        seconds = time.perf_counter() - started
+    finally:
+        os.close(slave)
+        drained.join(5)
+        os.close(master)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({result.returncode}):\n{result.stderr.decode()[-2000:]}")
     return seconds
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 65536):
+            pass
+    except OSError:  # the other end closed
+        pass
 
 
 def start_server(index: Path, config: Path | None, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
