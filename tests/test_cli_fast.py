@@ -166,3 +166,16 @@ def test_a_server_is_used_only_when_it_checks_out(served_index, monkeypatch: pyt
     record.withdraw(cli_settings)
     assert os.path.exists(path)  # not its file any more: left alone
     path.unlink()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["serve", "--watch"], "need ROOT"),
+    (["serve", "--every", "10m"], "need ROOT"),
+    (["serve", "{root}", "--every", "often"], "no duration"),
+    (["serve", "{root}/missing"], "no such file or folder"),
+])
+def test_serve_refuses_what_it_cannot_do(args: list[str], message: str, tmp_path: Path) -> None:
+    args = [a.replace("{root}", str(tmp_path)) for a in args]
+    result = CliRunner().invoke(app, [*args, "--index", str(tmp_path / "index")], env={"COLUMNS": "200"})
+    assert result.exit_code == 2, result.output
+    assert message in result.output
