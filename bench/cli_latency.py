@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import pty
+import resource
 import signal
 import statistics
 import subprocess
@@ -82,12 +83,17 @@ def command_args(command: str, query: str, index: Path, config: Path | None) -> 
     return [str(NBRECALL), "status", *common]
 
 
+CPU: list[float] = []  # CPU seconds (user + system) of each timed command, in order
+
+
 def timed(args: list[str], env: dict[str, str]) -> float:
     """Seconds from spawn to exit, stdout on a pseudo-terminal as for a person at a shell (rich styles it, and
-    `search` highlights the query's words), drained by a thread so the command never blocks on it."""
+    `search` highlights the query's words), drained by a thread so the command never blocks on it. The command's
+    own CPU seconds go to `CPU`: on a shared machine they say what the wall time would be on an idle one."""
     master, slave = pty.openpty()
     drained = threading.Thread(target=_drain, args=(master,), daemon=True)
     drained.start()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     try:
         result = subprocess.run(args, env={**env, "COLUMNS": "120"}, stdout=slave, stderr=subprocess.PIPE,
@@ -97,6 +103,8 @@ def timed(args: list[str], env: dict[str, str]) -> float:
         os.close(slave)
         drained.join(5)
         os.close(master)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({result.returncode}):\n{result.stderr.decode()[-2000:]}")
     return seconds
@@ -176,7 +184,7 @@ def main() -> None:
         try:
             for command in args.commands.split(","):
                 for temperature, runs in (("cold", args.cold_runs), ("warm", args.runs)):
-                    seconds = []
+                    seconds, cpu = [], []
                     for i in range(runs):
                         query = QUERIES[i % len(QUERIES)]
                         cmd = command_args(command, query, index, args.config)
@@ -185,12 +193,15 @@ def main() -> None:
                         else:
                             timed(cmd, run_env) if i == 0 else None  # warm: the first, unmeasured, fills the cache
                         seconds.append(timed(cmd, run_env))
+                        cpu.append(CPU[-1])
                     row = {"mode": mode, "command": command, "cache": temperature, "runs": runs,
                            "p50": percentile(seconds, 0.5), "p95": percentile(seconds, 0.95),
-                           "min": min(seconds), "max": max(seconds), "mean": statistics.fmean(seconds)}
+                           "min": min(seconds), "max": max(seconds), "mean": statistics.fmean(seconds),
+                           "cpu_p50": percentile(cpu, 0.5), "load": os.getloadavg()[0]}
                     figures.append(row)
                     print(f"{mode:7s} {command:7s} {temperature:5s} n={runs:<3d} p50 {row['p50']:.2f} s  "
-                          f"p95 {row['p95']:.2f} s  (min {row['min']:.2f}, max {row['max']:.2f})", flush=True)
+                          f"p95 {row['p95']:.2f} s  (min {row['min']:.2f}, max {row['max']:.2f}; CPU p50 "
+                          f"{row['cpu_p50']:.2f} s; load {row['load']:.1f})", flush=True)
         finally:
             if server is not None:
                 server.send_signal(signal.SIGINT)
