@@ -794,12 +794,18 @@ def serve(
             web.state.web.close()  # renders in flight end now (their requests get the plain page), not in 10 s
             super().handle_exit(sig, frame)
 
-    record = ServerRecord.announce(settings, host, port, token=bool(token), tls=bool(tls))
-    web.server_instance = record.instance  # type: ignore[attr-defined]
+    try:
+        record = ServerRecord.announce(settings, host, port, token=bool(token), tls=bool(tls))
+        web.server_instance = record.instance  # type: ignore[attr-defined]
+    except OSError as exc:  # a read-only index folder: serve anyway; the CLI opens the index itself
+        record = None
+        err.print(f"[yellow]note:[/yellow] {_escape_markup(str(exc))}: `search` and `ask` will not use this server",
+                  soft_wrap=True)
     try:
         Server(config).run()
     finally:
-        record.withdraw(settings)
+        if record is not None:
+            record.withdraw(settings)
         web.state.web.close()
 
 
