@@ -15,7 +15,8 @@ two modes:
 `cold`: before each run the page cache is emptied of this run's files (`posix_fadvise(DONTNEED)` on the index
 folder, the model cache and the virtualenv's packages; the whole machine's cache is not dropped: it is shared),
 so the files are read from disk again, as after a reboot or a long idle; `warm`: the same command again at once.
-Queries rotate through a fixed list. Prints p50/p95 per (mode, command, cold/warm) and the load average
+Queries rotate through a fixed list. The commands run without `PYTHONDONTWRITEBYTECODE`, as at a user's shell.
+Prints p50/p95 per (mode, command, cold/warm) and the load average
 before and after; with `--importtime`, the heaviest imports of one direct `search` (`python -X importtime`).
 """
 
@@ -168,7 +169,9 @@ def main() -> None:
     args = parser.parse_args()
 
     index = args.index.resolve()
-    env = dict(os.environ)
+    # As at a user's shell: bytecode is written (a sandbox that sets PYTHONDONTWRITEBYTECODE would otherwise
+    # recompile every module changed since its .pyc was written, in every run)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     model_cache = Path(env.get("NBRECALL_MODEL_CACHE") or index / "models")
     packages = Path(sys.executable).resolve().parents[1] / "lib"
     venv_lib = Path(sys.prefix) / "lib"

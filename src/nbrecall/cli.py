@@ -90,7 +90,7 @@ def _main(
     """Searchable, answerable memory for an archive of Jupyter notebooks.
 
     Start with `nbrecall serve ROOT`: the page is up at once and ROOT is indexed behind it. `search` and `ask`
-    answer through a running `serve` of the same index when there is one (~0.2 s instead of 1.5-3 s).
+    answer through a running `serve` of the same index when there is one (it has the store and model loaded).
     """
 
 ConfigOpt = Annotated[
@@ -433,7 +433,7 @@ def search(
 ) -> None:
     """Find the cells that answer a question; results grouped by notebook.
 
-    Answered by a running `nbrecall serve` of the same index and settings when there is one (~0.2 s; set
+    Answered by a running `nbrecall serve` of the same index and settings when there is one (no start-up; set
     NBRECALL_SERVER=off to open the index here instead)."""
     import json
 
