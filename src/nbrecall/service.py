@@ -6,6 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from nbrecall import backends
 from nbrecall.config import Settings
 from nbrecall.index.embed import Embedder, EmbedSettings, load_embedder
@@ -52,6 +54,7 @@ class Archive:
     settings: Settings
     _embedder: Embedder | None = field(default=None, repr=False)
     _store: Store | None = field(default=None, repr=False)
+    _last_vector: tuple[str, np.ndarray] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not backends.index_exists(self.settings):
@@ -74,11 +77,11 @@ class Archive:
             self._store = open_store(self.settings, self.embedder.dim)
         return self._store
 
-    def search(
-        self, query: str, filters: SearchFilters | None = None, max_notebooks: int = 10
-    ) -> SearchResult:
-        vector = None
-        if query.strip() and self.settings.embed.enabled:
+    def query_vector(self, query: str) -> np.ndarray | None:
+        """The question's vector (None with vectors off); the last one is kept, since an answer searches twice."""
+        if not query.strip() or not self.settings.embed.enabled:
+            return None
+        if self._last_vector is None or self._last_vector[0] != query:
             if self._store is None:
                 # A process's first search (a CLI command): the query's vector (ONNX session, native code) is
                 # computed while the store opens (the lancedb import, Python): together ~0.3 s sooner on 2 cores.
@@ -91,6 +94,13 @@ class Archive:
                         vector = pending.result()[0]
             else:
                 vector = self.embedder.embed([query])[0]
+            self._last_vector = (query, vector)
+        return self._last_vector[1]
+
+    def search(
+        self, query: str, filters: SearchFilters | None = None, max_notebooks: int = 10
+    ) -> SearchResult:
+        vector = self.query_vector(query)
         return retrieve(
             query,
             self.store,

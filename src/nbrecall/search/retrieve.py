@@ -12,6 +12,7 @@ from nbrecall.config import RetrieveSettings
 from nbrecall.index.fusion import FusionSettings, StoreHit
 from nbrecall.index.store import SearchFilters, Store
 from nbrecall.ingest.manifest import CellRecord, Manifest
+from nbrecall.notebook.facts import Fact
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:[.,]\d+)*")
 _STOP = frozenset(
@@ -95,9 +96,11 @@ class Hit:
     author: str = ""
     stale: bool = False
     deprecated: bool = False
+    fact: dict[str, Any] | None = None  # a `fact` hit: value, label, unit, code (`notebook.facts.Fact`)
+    chunk_seq: int | None = field(default=None, repr=False)
 
     def contract(self) -> dict[str, Any]:
-        return {
+        found = {
             "notebook": self.notebook,
             "root": self.root,
             "cell": self.cell,
@@ -113,6 +116,9 @@ class Hit:
             "stale": self.stale,
             "deprecated": self.deprecated,
         }
+        if self.fact is not None:
+            found["fact"] = self.fact
+        return found
 
 
 @dataclass
@@ -126,6 +132,9 @@ class NotebookResult:
     hits: list[Hit]
     neighbourhood: list[CellRecord] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    # Every cell a chunk of the fan-out covered, with the best fused score among those chunks: where in the
+    # notebook retrieval found the question (the answerer's cell-level evidence).
+    cell_scores: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -137,6 +146,18 @@ class SearchResult:
         """Results in the order a user sees them: notebook by notebook, best first, at most `k`."""
         flat = [hit for nb in self.notebooks for hit in nb.hits]
         return flat[:k]
+
+
+def chunk_seq(chunk_id: str) -> int | None:
+    """The sequence number of a chunk in its notebook, from its id (`<sha prefix>-<seq>`)."""
+    tail = chunk_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def fact_summary(fact: Fact) -> dict[str, Any]:
+    """What a search hit says of a fact (the JSON contract's `fact`)."""
+    return {"value": fact.value, "label": fact.label, "unit": fact.unit, "shown": fact.shown, "code": fact.code,
+            "origin": fact.origin, "stale": fact.stale}
 
 
 def snippet(text: str, terms: set[str], width: int = 240) -> str:
@@ -378,8 +399,18 @@ def retrieve(
                     author=row.get("author") or "",
                     stale=bool(row.get("stale")),
                     deprecated=bool(row.get("deprecated")),
+                    chunk_seq=chunk_seq(row["chunk_id"]),
                 )
             )
+        facts = {f.seq: f for f in manifest.facts(sha)} if any(h.kind == "fact" for h in shown) else {}
+        for hit_shown in shown:
+            if hit_shown.kind == "fact":
+                fact = facts.get(int(hit_shown.chunk_seq)) if hit_shown.chunk_seq is not None else None
+                hit_shown.fact = fact_summary(fact) if fact is not None else None
+        cell_scores: dict[int, float] = {}
+        for hit in group:
+            for covered in hit.row["cells"]:
+                cell_scores[covered] = max(cell_scores.get(covered, 0.0), hit.score)
         result = NotebookResult(
             sha,
             group[0].row["notebook"],
@@ -387,6 +418,7 @@ def retrieve(
             score,
             shown,
             paths=[rel for _root, rel in manifest.paths_of(sha)],
+            cell_scores=cell_scores,
         )
         if position < settings.top_notebooks and shown:
             result.neighbourhood = neighbourhood(

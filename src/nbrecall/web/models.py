@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
 
@@ -26,6 +26,18 @@ def _plain_int(value: Any) -> Any:
 PlainInt = Annotated[int, BeforeValidator(_plain_int)]
 
 
+class HitFact(BaseModel):
+    """What a `fact` hit says of its value."""
+
+    value: str
+    label: str
+    unit: str
+    shown: str = Field(description="the printed text that holds label and value")
+    code: str = Field(description="the code line that produced it")
+    origin: str = Field(description="result, line, entry, table, latex or input (a constant the code sets)")
+    stale: bool
+
+
 class Hit(BaseModel):
     """One result: the JSON contract of `nbrecall search --json`."""
 
@@ -43,6 +55,7 @@ class Hit(BaseModel):
     author: str
     stale: bool
     deprecated: bool
+    fact: HitFact | None = Field(default=None, description="for a `fact` hit: the value and what names it")
 
 
 class NotebookHit(Hit):
@@ -210,12 +223,13 @@ class StatusResponse(BaseModel):
 
 
 class AskRequest(BaseModel):
-    q: str = Field(min_length=1, max_length=MAX_QUERY)
+    q: str = Field(min_length=1, max_length=MAX_QUERY, pattern=r"\S")
     year: str | None = Field(default=None, pattern=YEAR_PATTERN)
     project: str | None = Field(default=None, max_length=MAX_FILTER)
     author: str | None = Field(default=None, max_length=MAX_FILTER)
     tag: str | None = Field(default=None, max_length=MAX_FILTER)
     include_deprecated: bool = False
+    format: Literal["events", "json"] = "events"
 
 
 class ErrorResponse(BaseModel):
