@@ -169,6 +169,47 @@ def verify_sha256(path: Path, expected: str) -> str:
     return actual
 
 
+STAMPS_NAME = "verified.json"  # in the model cache folder: hashes of files already verified, by their stat
+
+
+def _stat_key(path: Path) -> list[int]:
+    """What changes whenever a file's bytes can have changed: size, mtime, ctime (which no user-space tool can
+    set back), inode and device (a file replaced by another)."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def known_sha256(cache_dir: Path | None, path: Path) -> str | None:
+    """The SHA-256 recorded for `path` when it was last hashed, if the file is unchanged since (same stat): every
+    process of a CLI command would otherwise hash the 90 MB weights and the 90 MB built graph again (~0.1-0.4 s)
+    to check what it checked a minute ago."""
+    if cache_dir is None:
+        return None
+    try:
+        entry = json.loads((Path(cache_dir) / STAMPS_NAME).read_text()).get(str(Path(path).resolve()))
+        if entry and entry.get("stat") == _stat_key(path):
+            return str(entry["sha256"])
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return None
+    return None
+
+
+def record_sha256(cache_dir: Path | None, path: Path, sha: str) -> None:
+    """Remember that `path`, as it is now, hashes to `sha` (see `known_sha256`); best effort."""
+    if cache_dir is None:
+        return
+    stamps_path = Path(cache_dir) / STAMPS_NAME
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        try:
+            stamps = json.loads(stamps_path.read_text())
+            if not isinstance(stamps, dict):
+                stamps = {}
+        except (OSError, ValueError):
+            stamps = {}
+        stamps[str(Path(path).resolve())] = {"stat": _stat_key(path), "sha256": sha}
+        _atomic_write(stamps_path, (json.dumps(stamps, indent=1) + "\n").encode())
+
+
 def _read_verified(path: Path, expected: str | None) -> tuple[bytes, str]:
     """Read a file once and hash those very bytes, so what is checked is what gets loaded."""
     data = path.read_bytes()
@@ -585,10 +626,17 @@ class OnnxMiniLM:
         # A shipped model.onnx wins if present and (when hashes are given) listed; else build from weights.
         use_onnx = onnx_path.is_file() and (not expected or "model.onnx" in expected or not st_path.is_file())
         model_path = onnx_path if use_onnx else st_path
-        model_sha = sha256_file(model_path)
+        model_sha = known_sha256(cache_dir, model_path)
+        if model_sha is None:
+            model_sha = sha256_file(model_path)
+            hashed = True
+        else:
+            hashed = False
         expected_model = want(model_path.name)
         if expected_model is not None:
             _check_hash(model_path, model_sha, expected_model)
+        if hashed:
+            record_sha256(cache_dir, model_path, model_sha)
 
         native = DEFAULT_MAX_TOKENS
         sbert_cfg = folder / "sentence_bert_config.json"
@@ -625,8 +673,10 @@ class OnnxMiniLM:
             return None
         return Path(self.cache_dir) / f"{self._cache_stem}.onnx"
 
-    def _model_bytes(self) -> bytes:
-        """The ONNX model, hash-checked: a shipped model.onnx, the cached build, or a fresh build."""
+    def _model_bytes(self) -> bytes | str:
+        """The ONNX model, hash-checked: a shipped model.onnx, the cached build, or a fresh build. The cached build
+        is given as its path (onnxruntime reads it; no 90 MB copy in Python) when it is unchanged since it was last
+        checked against its sidecar (`known_sha256`)."""
         if self._onnx_path is not None:
             data, _ = _read_verified(self._onnx_path, self._onnx_sha256)
             return data
@@ -634,9 +684,13 @@ class OnnxMiniLM:
         path = self.cached_onnx_path
         if path is not None and path.is_file():
             sidecar = path.with_name(path.name + ".sha256")
-            data = path.read_bytes()
-            with contextlib.suppress(OSError):
-                if sidecar.read_text().split()[0] == hashlib.sha256(data).hexdigest():
+            with contextlib.suppress(OSError, IndexError):
+                expected = sidecar.read_text().split()[0]
+                if known_sha256(self.cache_dir, path) == expected:
+                    return str(path)
+                data = path.read_bytes()
+                if expected == hashlib.sha256(data).hexdigest():
+                    record_sha256(self.cache_dir, path, expected)
                     return data
             log.warning("cached ONNX model %s fails its hash check; rebuilding it", path)
         return self._build_and_cache()
@@ -656,6 +710,7 @@ class OnnxMiniLM:
             digest = hashlib.sha256(data).hexdigest()
             _atomic_write(path.with_name(path.name + ".sha256"), f"{digest}\n".encode())
             _atomic_write(path, data)
+            record_sha256(self.cache_dir, path, digest)
         self.build_seconds = time.perf_counter() - start
         log.info("built ONNX graph for %s in %.1f s -> %s", self.model_id, self.build_seconds, path)
         return data
