@@ -65,7 +65,7 @@ def make_archive(root: Path) -> None:
 BACKEND: dict[str, str | None] = {"url": None, "schema": "nbrecall"}
 
 
-@pytest.fixture(params=["lance", "postgres"])
+@pytest.fixture(params=["lance", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run a test on the embedded store and on PostgreSQL (each test in a schema of its own)."""
     if request.param == "postgres":
@@ -316,6 +316,7 @@ KILL_POINTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", list(KILL_POINTS))
 def test_sigkill_mid_run_then_rerun_leaves_a_consistent_index(
     tmp_path: Path, hash_embedder: HashEmbedder, backend: str, kill_at: str
