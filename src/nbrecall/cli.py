@@ -402,7 +402,7 @@ def _print_hits(text: str, result, k: int, manifest=None) -> None:  # type: igno
     from rich.markup import escape
 
     from nbrecall.ingest.renders import render_summary
-    from nbrecall.search.retrieve import query_terms
+    from nbrecall.search.terms import query_terms
 
     out = _console()
     terms = query_terms(text)
