@@ -49,8 +49,8 @@ demo: venv
 	$(BIN)/nbrecall search "KeyError pile_diameter" --config samples/nbrecall.toml --index $(DEMO)/index -k 2
 	$(BIN)/nbrecall search "free surface effect" --config samples/nbrecall.toml --index $(DEMO)/index -k 2 --json
 	$(BIN)/nbrecall ask "what ballast volume did we use aft for the 130 m PSV?" --config samples/nbrecall.toml --index $(DEMO)/index
-	@echo "Serving the sample index at http://127.0.0.1:8765/ (Ctrl-C to stop)"
-	$(BIN)/nbrecall serve --config samples/nbrecall.toml --index $(DEMO)/index --host 127.0.0.1 --port 8765
+	@echo "Serving (and watching) the sample archive at http://127.0.0.1:8765/ (Ctrl-C to stop)"
+	$(BIN)/nbrecall serve samples/archive --watch --config samples/nbrecall.toml --index $(DEMO)/index --host 127.0.0.1 --port 8765
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -165,16 +165,13 @@ def test_value_from_a_constant_in_the_source(archive: Archive) -> None:
     assert found.citations[0].cell == 1
 
 
-def test_no_value_close_enough_points_at_the_cell(archive: Archive) -> None:
-    # no notebook mentions lifeboats, and no printed value's name is close in meaning (test embedder: shares no word)
-    found = ask(archive, "what lifeboat capacity did the mooring plan assume")
+@pytest.mark.parametrize("question", ["how many lifeboats does the ballast plan list",
+                                      "what lifeboat capacity did the mooring plan assume"])
+def test_no_value_close_enough_points_at_the_cell(archive: Archive, question: str) -> None:
+    # no notebook mentions lifeboats, and no printed value's name is close in meaning to the question
+    found = ask(archive, question)
     assert not found.values and found.citations, found.text
     assert found.notice and "closest cell" in found.notice and "lifeboat" in found.notice
-
-
-def test_value_whose_name_misses_the_subject_is_flagged(archive: Archive) -> None:
-    found = ask(archive, "how many lifeboats does the ballast plan list")
-    assert found.notice and "does not say “lifeboat”" in found.notice, found.text
 
 
 def test_where_answer_names_notebook_section_and_cell(archive: Archive) -> None:

@@ -220,6 +220,7 @@ def test_openapi_schema_has_typed_responses(client: TestClient) -> None:
     paths = schema["paths"]
     assert set(paths) == {
         "/api/search", "/api/ask", "/api/notebooks/{nb_id}", "/api/notebooks/{nb_id}/cells/{index}", "/api/status",
+        "/api/progress",
     }  # fmt: skip
     ok = paths["/api/search"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
     assert ok == {"$ref": "#/components/schemas/SearchResponse"}

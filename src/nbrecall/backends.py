@@ -8,6 +8,7 @@ caches (models, embedding cache, renders, the stored API key).
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from nbrecall.config import Settings
@@ -49,9 +50,10 @@ def open_store(settings: Settings, dim: int) -> LanceStore | PgStore:
 def open_manifest(settings: Settings, readonly: bool = False, store: Any = None) -> Manifest | PgManifest:
     """The manifest of these settings. Given a `PgStore`, the manifest shares its connection, so a batch's chunk
     write and manifest write commit in one transaction."""
-    from nbrecall.index.pg_store import PgStore  # light: psycopg is imported only when connecting
-
-    if isinstance(store, PgStore):
+    # A PgStore can only exist once its module is imported: not importing it here keeps `status` and the other
+    # readers of the embedded manifest from loading numpy and pyarrow (~0.2 s) for nothing.
+    pg_store = sys.modules.get("nbrecall.index.pg_store")
+    if pg_store is not None and isinstance(store, pg_store.PgStore):
         from nbrecall.ingest.pg_manifest import PgManifest
 
         return PgManifest(store.db, readonly)

@@ -228,8 +228,9 @@ class LanceStore:
     def __init__(self, path: Path, dim: int, ann: AnnSettings | None = None, cache_mb: int = 768) -> None:
         """`cache_mb` bounds LanceDB's index and metadata caches (3:1): with its defaults (gigabytes) a long index
         run over 41,000 notebooks grew past 2 GB resident, one cached entry per fragment and version."""
-        import lancedb
+        from nbrecall.index.lance_import import import_lancedb
 
+        lancedb = import_lancedb()  # without the REST namespace client (0.5-0.7 s): see lance_import
         bound_arenas()  # before LanceDB starts its threads: see nbrecall.index.heap
         self.path = path
         self.dim = dim

@@ -39,6 +39,11 @@ CREATE TABLE IF NOT EXISTS pending_vectors (
     chunk_id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, priority REAL NOT NULL, text TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS pending_priority ON pending_vectors (priority DESC, chunk_id);
 CREATE INDEX IF NOT EXISTS pending_sha ON pending_vectors (sha256);
+-- `nbrecall status` and the page's counts read these instead of every content's row with its metadata (41,000
+-- notebooks: 0.16 + 0.11 s for the two scans, 0.02 s with them; bench/README.md)
+CREATE INDEX IF NOT EXISTS contents_counts ON contents (status, n_chunks, n_embedded);
+CREATE INDEX IF NOT EXISTS contents_render ON contents (status, json_extract(meta, '$.render_status'),
+    json_extract(meta, '$.render_reason'));
 CREATE TABLE IF NOT EXISTS facts (
     sha256 TEXT NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL,
     PRIMARY KEY (sha256, seq));
@@ -345,10 +350,10 @@ class Manifest:
             return {}
 
     def stats(self) -> dict[str, int]:
-        row = self.db.execute(
-            "SELECT (SELECT COUNT(*) FROM files), (SELECT COUNT(*) FROM contents WHERE status='indexed'),"
-            " (SELECT COUNT(*) FROM contents WHERE status='quarantined'),"
-            " (SELECT COALESCE(SUM(n_chunks),0) FROM contents), (SELECT COALESCE(SUM(n_embedded),0) FROM contents)"
+        row = self.db.execute(  # one scan of the contents (of `contents_counts` where it exists)
+            "SELECT (SELECT COUNT(*) FROM files), COALESCE(SUM(status = 'indexed'), 0),"
+            " COALESCE(SUM(status = 'quarantined'), 0), COALESCE(SUM(n_chunks), 0), COALESCE(SUM(n_embedded), 0)"
+            " FROM contents"
         ).fetchone()
         try:
             pending = self.pending_count()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -288,6 +288,30 @@ def neighbourhood(cells: list[CellRecord], anchor: int, after: int = 2) -> list[
     return [c for c in picked if not (c.idx in seen or seen.add(c.idx))]  # type: ignore[func-returns-value]
 
 
+CONTENT_KINDS = ("text", "code", "table", "scalar", "error", "figure")  # every chunk kind but `fact`
+FACT_KIND = "fact"
+
+
+def _search_apart(
+    query: str, vector: np.ndarray | None, store: Store, settings: RetrieveSettings, filters: SearchFilters,
+    fusion: FusionSettings,
+) -> tuple[list[StoreHit], list[StoreHit]]:
+    """The content chunks and the value facts, searched apart.
+
+    A fact repeats one value of a cell that a content chunk already holds, in a short text; searched together,
+    a notebook's many facts (short texts score high in BM25) took the fan-out's places and the notebook ranking's
+    votes from the chunks (issue 13: eval nb@1 0.950 → 0.900). So notebooks are ranked by their content chunks,
+    as without facts, and the facts, found by a second search, are shown inside them.
+    """
+    wanted = filters.kinds
+    content = [k for k in (wanted or CONTENT_KINDS) if k != FACT_KIND]
+    hits = store.search(query, vector, settings.fanout, replace(filters, kinds=content), fusion) if content else []
+    fact_hits: list[StoreHit] = []
+    if wanted is None or FACT_KIND in wanted:
+        fact_hits = store.search(query, vector, settings.fanout, replace(filters, kinds=[FACT_KIND]), fusion)
+    return hits, fact_hits
+
+
 def retrieve(
     query: str,
     store: Store,
@@ -306,16 +330,24 @@ def retrieve(
     terms = query_terms(positive)
     kinds = intent_kinds(positive)
     fusion = FusionSettings(settings.fusion, settings.alpha, settings.rrf_k)
-    hits = store.search(positive, query_vector, settings.fanout, filters, fusion)
+    hits, fact_hits = _search_apart(positive, query_vector, store, settings, filters, fusion)
     hits = rerank(positive, hits, settings.phrase_weight, settings.intent_boost)
-    ranked = group_by_notebook(hits, manifest.indexed_shas({h.row["nb_sha"] for h in hits}))
+    fact_hits = rerank(positive, fact_hits, settings.phrase_weight, settings.intent_boost)
+    indexed = manifest.indexed_shas({h.row["nb_sha"] for h in hits + fact_hits})
+    ranked = group_by_notebook(hits or fact_hits, indexed)
+    facts_of: dict[str, list[StoreHit]] = {}
+    for hit in fact_hits if hits else []:
+        facts_of.setdefault(hit.row["nb_sha"], []).append(hit)
     results: list[NotebookResult] = []
     for position, (sha, score, group) in enumerate(ranked[:max_notebooks]):
         cells = {c.idx: c for c in manifest.cells(sha)}
         shown: list[Hit] = []
         anchors: set[int] = set()
-        for hit in shown_order(group, kinds, settings.hit_floor, settings.kind_slot):
-            if len(shown) >= (per_notebook or settings.hits_per_notebook):
+        limit = per_notebook or settings.hits_per_notebook
+        # the notebook's chunks first (they decided its place), then its best value facts on cells not shown yet,
+        # while there is room: a fact names the one value of a cell the chunks above only contain
+        for hit in shown_order(group, kinds, settings.hit_floor, settings.kind_slot) + facts_of.get(sha, []):
+            if len(shown) >= limit:
                 break
             row = hit.row
             anchor, ordered = _pick_anchor(row, cells, terms)
@@ -349,7 +381,7 @@ def retrieve(
                 fact = facts.get(int(hit_shown.chunk_seq)) if hit_shown.chunk_seq is not None else None
                 hit_shown.fact = fact_summary(fact) if fact is not None else None
         cell_scores: dict[int, float] = {}
-        for hit in group:
+        for hit in group + facts_of.get(sha, []):
             for covered in hit.row["cells"]:
                 cell_scores[covered] = max(cell_scores.get(covered, 0.0), hit.score)
         result = NotebookResult(

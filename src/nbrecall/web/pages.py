@@ -15,6 +15,7 @@ from nbrecall.index.store import SearchFilters
 from nbrecall.ingest.renders import render_label
 from nbrecall.web.api import search_payload
 from nbrecall.web.heavy import RenderBusy, RenderFailed
+from nbrecall.web.live import progress_payload
 from nbrecall.web.models import MAX_FILTER, MAX_QUERY, PlainInt
 from nbrecall.web.render import highlight_terms, notebook_view, pygments_css
 from nbrecall.web.state import NotFound, WebState, get_state
@@ -73,6 +74,7 @@ def search_page(
                     hit["snippet_html"] = highlight_terms(snippet, q or "")
     with state.lock:
         stats = state.archive.manifest.stats()
+    progress = progress_payload(state) if state.live is not None else None  # `serve ROOT`: how far it is
     return _page(
         request,
         "search.html",
@@ -82,6 +84,7 @@ def search_page(
         searched=searched,
         error=error,
         stats=stats,
+        progress=progress,
     )
 
 

@@ -21,6 +21,7 @@ from nbrecall.service import Archive
 from nbrecall.web.heavy import RenderPool
 
 if TYPE_CHECKING:
+    from nbrecall.ingest.live import LiveIndexer
     from nbrecall.render.compare import RenderResult
 
 NB_ID = re.compile(r"^[0-9a-f]{64}$")
@@ -41,6 +42,7 @@ class WebState:
     archive: Archive
     lock: threading.RLock = field(default_factory=threading.RLock)
     heavy: RenderPool | None = None
+    live: LiveIndexer | None = None  # `serve ROOT`: the background indexing (None: another process indexes)
 
     def __post_init__(self) -> None:
         if self.heavy is None:
@@ -52,7 +54,9 @@ class WebState:
         return self.heavy
 
     def close(self) -> None:
-        """Stop the render processes."""
+        """Stop the background indexing (at its next batch boundary) and the render processes."""
+        if self.live is not None:
+            self.live.close()
         self.pool.close()
 
     def search(self, query: str, filters: SearchFilters, max_notebooks: int = 10) -> SearchResult:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import tempfile
@@ -56,6 +57,47 @@ def verify_sha256(path: Path, expected: str) -> str:
     actual = sha256_file(path)
     check_hash(path, actual, expected)
     return actual
+
+
+STAMPS_NAME = "verified.json"  # in the model cache folder: hashes of files already verified, by their stat
+
+
+def _stat_key(path: Path) -> list[int]:
+    """What changes whenever a file's bytes can have changed: size, mtime, ctime (which no user-space tool can
+    set back), inode and device (a file replaced by another)."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def known_sha256(cache_dir: Path | None, path: Path) -> str | None:
+    """The SHA-256 recorded for `path` when it was last hashed, if the file is unchanged since (same stat): every
+    process of a CLI command would otherwise hash the 90 MB weights and the 90 MB built graph again (~0.1-0.4 s)
+    to check what it checked a minute ago."""
+    if cache_dir is None:
+        return None
+    try:
+        entry = json.loads((Path(cache_dir) / STAMPS_NAME).read_text()).get(str(Path(path).resolve()))
+        if entry and entry.get("stat") == _stat_key(path):
+            return str(entry["sha256"])
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return None
+    return None
+
+
+def record_sha256(cache_dir: Path | None, path: Path, sha: str) -> None:
+    """Remember that `path`, as it is now, hashes to `sha` (see `known_sha256`); best effort."""
+    if cache_dir is None:
+        return
+    stamps_path = Path(cache_dir) / STAMPS_NAME
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        try:
+            stamps = json.loads(stamps_path.read_text())
+            if not isinstance(stamps, dict):
+                stamps = {}
+        except (OSError, ValueError):
+            stamps = {}
+        stamps[str(Path(path).resolve())] = {"stat": _stat_key(path), "sha256": sha}
+        atomic_write(stamps_path, (json.dumps(stamps, indent=1) + "\n").encode())
 
 
 def read_verified(path: Path, expected: str | None) -> tuple[bytes, str]:

@@ -24,8 +24,10 @@ from nbrecall.index.embed.integrity import (
     atomic_write,
     bundled_minilm_dir,
     check_hash,
+    known_sha256,
     read_manifest,
     read_verified,
+    record_sha256,
     sha256_file,
 )
 from nbrecall.index.embed.onnx_graph import GRAPH_VERSION, BertConfig, build_bert_onnx
@@ -178,10 +180,17 @@ class OnnxMiniLM:
         # A shipped model.onnx wins if present and (when hashes are given) listed; else build from weights.
         use_onnx = onnx_path.is_file() and (not expected or "model.onnx" in expected or not st_path.is_file())
         model_path = onnx_path if use_onnx else st_path
-        model_sha = sha256_file(model_path)
+        model_sha = known_sha256(cache_dir, model_path)
+        if model_sha is None:
+            model_sha = sha256_file(model_path)
+            hashed = True
+        else:
+            hashed = False
         expected_model = want(model_path.name)
         if expected_model is not None:
             check_hash(model_path, model_sha, expected_model)
+        if hashed:
+            record_sha256(cache_dir, model_path, model_sha)
 
         native = DEFAULT_MAX_TOKENS
         sbert_cfg = folder / "sentence_bert_config.json"
@@ -218,8 +227,10 @@ class OnnxMiniLM:
             return None
         return Path(self.cache_dir) / f"{self._cache_stem}.onnx"
 
-    def _model_bytes(self) -> bytes:
-        """The ONNX model, hash-checked: a shipped model.onnx, the cached build, or a fresh build."""
+    def _model_bytes(self) -> bytes | str:
+        """The ONNX model, hash-checked: a shipped model.onnx, the cached build, or a fresh build. The cached build
+        is given as its path (onnxruntime reads it; no 90 MB copy in Python) when it is unchanged since it was last
+        checked against its sidecar (`known_sha256`)."""
         if self._onnx_path is not None:
             data, _ = read_verified(self._onnx_path, self._onnx_sha256)
             return data
@@ -227,9 +238,13 @@ class OnnxMiniLM:
         path = self.cached_onnx_path
         if path is not None and path.is_file():
             sidecar = path.with_name(path.name + ".sha256")
-            data = path.read_bytes()
-            with contextlib.suppress(OSError):
-                if sidecar.read_text().split()[0] == hashlib.sha256(data).hexdigest():
+            with contextlib.suppress(OSError, IndexError):
+                expected = sidecar.read_text().split()[0]
+                if known_sha256(self.cache_dir, path) == expected:
+                    return str(path)
+                data = path.read_bytes()
+                if expected == hashlib.sha256(data).hexdigest():
+                    record_sha256(self.cache_dir, path, expected)
                     return data
             log.warning("cached ONNX model %s fails its hash check; rebuilding it", path)
         return self._build_and_cache()
@@ -249,6 +264,7 @@ class OnnxMiniLM:
             digest = hashlib.sha256(data).hexdigest()
             atomic_write(path.with_name(path.name + ".sha256"), f"{digest}\n".encode())
             atomic_write(path, data)
+            record_sha256(self.cache_dir, path, digest)
         self.build_seconds = time.perf_counter() - start
         log.info("built ONNX graph for %s in %.1f s -> %s", self.model_id, self.build_seconds, path)
         return data
