@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from nbrecall.cli import app
 
+pytestmark = pytest.mark.slow  # its module fixture indexes the sample with the real model
+
 SAMPLES = Path(__file__).parents[1] / "samples"
 CONTRACT_KEYS = {"notebook": str, "root": str, "cell": int, "cells": list, "cell_id": str, "kind": str,
                  "score": float, "heading": str, "snippet": str}

@@ -13,68 +13,9 @@ from nbrecall.index.fusion import FusionSettings, StoreHit
 from nbrecall.index.store import SearchFilters, Store
 from nbrecall.ingest.manifest import CellRecord, Manifest
 from nbrecall.notebook.facts import Fact
-
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:[.,]\d+)*")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "of",
-        "on",
-        "or",
-        "our",
-        "the",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "where",
-        "which",
-        "who",
-        "why",
-        "with",
-        "you",
-        "your",
-        "show",
-        "me",
-        "plot",
-        "value",
-        "used",
-        "use",
-        "get",
-        "got",
-        "find",
-        "calculation",
-    ]
-)
-
-
-def query_terms(text: str) -> set[str]:
-    """Lower-cased content words of a query (identifiers split on underscores too)."""
-    terms: set[str] = set()
-    for word in _WORD.findall(text.lower()):
-        for part in {word, *word.split("_")}:
-            if len(part) >= 2 and part not in _STOP:
-                terms.add(part)
-    return terms
+from nbrecall.search.terms import RANKING_STOP_WORDS as _STOP
+from nbrecall.search.terms import RANKING_WORD as _WORD
+from nbrecall.search.terms import query_terms
 
 
 @dataclass
