@@ -219,6 +219,9 @@ TagOpt = Annotated[str | None, typer.Option("--tag", help="Only notebooks with t
 DeprecatedOpt = Annotated[
     bool, typer.Option("--include-deprecated", help="Also search deprecated notebooks.")
 ]
+VersionsOpt = Annotated[
+    bool, typer.Option("--all-versions", help="Every version of a notebook family as a result of its own.")
+]
 
 
 @app.command()
@@ -337,10 +340,11 @@ def search(
     author: AuthorOpt = None,
     tag: TagOpt = None,
     include_deprecated: DeprecatedOpt = False,
+    all_versions: VersionsOpt = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Find the cells that answer a question; results grouped by notebook."""
+    """Find the cells that answer a question; results grouped by notebook, one per family of versions."""
     import json
 
     settings = _settings(config, index_dir, store)
@@ -349,7 +353,7 @@ def search(
     queries = [line.strip() for line in sys.stdin if line.strip()] if query == "-" else [query]
     for text in queries:
         with _index_faults(settings, "searching"):
-            result = archive.search(text, filters)
+            result = archive.search(text, filters, all_versions=all_versions)
         hits = result.hits(k)
         if as_json:
             sys.stdout.write(
@@ -387,6 +391,8 @@ def _print_hits(text: str, result, k: int, manifest=None) -> None:  # type: igno
         elif nb.hits[0].stale:
             flags += " [red]stale[/red]"
         out.print(f"\n[b cyan]{escape(nb.notebook)}[/b cyan]  [dim]{escape(meta)}[/dim]{flags}")
+        if nb.checkpoint_of:
+            out.print(f"  [yellow]in an older checkpoint of {escape(nb.checkpoint_of)}[/yellow]")
         if render["warning"]:
             out.print(f"  [red]⚠ {escape(render['warning'])}[/red]")
         for hit in nb.hits:
@@ -400,8 +406,29 @@ def _print_hits(text: str, result, k: int, manifest=None) -> None:  # type: igno
                 f"  [magenta]Cell {hit.cell}[/magenta] [dim]{hit.kind} · #cell-id={escape(hit.cell_id)} · "
                 f"{escape(hit.heading)}[/dim]\n    {snippet}"
             )
+        if nb.n_versions:
+            out.print(f"  [dim]{nb.n_versions} other version{'s' if nb.n_versions > 1 else ''}:[/dim]")
+            for version in nb.versions:
+                out.print(f"    [dim]{escape(_version_line(version))}[/dim]")
+            if nb.n_versions > len(nb.versions):
+                out.print(f"    [dim]… and {nb.n_versions - len(nb.versions)} more[/dim]")
     if not result.notebooks:
         out.print("no results")
+
+
+def _version_line(version: dict) -> str:  # type: ignore[type-arg]
+    """One other version of a family as the CLI lists it: path · year · author · modified, and its flags."""
+    parts = [str(version["notebook"])]
+    parts += [str(version[key]) for key in ("year", "author") if version.get(key)]
+    if version.get("modified"):
+        parts.append(f"modified {version['modified']}")
+    if version.get("checkpoint_of"):
+        parts.append(f"checkpoint of {version['checkpoint_of']}")
+    if version.get("deprecated"):
+        parts.append("deprecated")
+    if version.get("matched"):
+        parts.append("matches too")
+    return " · ".join(parts)
 
 
 def _highlight(text: str, term: str) -> str:
@@ -477,10 +504,12 @@ def eval_command(
         bool, typer.Option("--baselines", help="Also run the naive-loader baselines.")
     ] = False,
     show_misses: Annotated[bool, typer.Option("--misses", help="List the queries that missed.")] = False,
+    all_versions: VersionsOpt = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Measure retrieval on a query set: nb@1, nb@3, nb@5, MRR and cell@10c, overall and per kind."""
+    """Measure retrieval on a query set: nb@1, nb@3, nb@5, MRR and cell@10c, overall and per kind, and the
+    distinct notebook families among the first five results."""
     from nbrecall.backends import index_exists
     from nbrecall.search.evaluate import evaluate, load_queries
 
@@ -494,7 +523,7 @@ def eval_command(
     items = load_queries(queries)
 
     def run(text: str) -> list[dict]:  # type: ignore[type-arg]
-        return [h.contract() for h in archive.search(text).hits(30)]
+        return [h.contract() for h in archive.search(text, all_versions=all_versions).hits(30)]
 
     tables = {"nbrecall": evaluate(items, run)}
     if baselines:
@@ -506,13 +535,13 @@ def eval_command(
             for mode in ("bm25", "dense"):
                 tables[f"{name} {mode}"] = evaluate(items, baseline_search(baseline, archive.embedder, mode))
     out = Console()
-    columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c"]
-    overall = Table(title=f"{len(items)} queries over {root}")
+    columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c", "fam@5"]
+    overall = Table(title=f"{len(items)} queries over {root}" + (" (all versions)" if all_versions else ""))
     overall.add_column("system")
     for column in columns:
         overall.add_column(column, justify="right")
     for name, (table, _outcomes) in tables.items():
-        overall.add_row(name, *(f"{table['all'][c]:.3f}" for c in columns))
+        overall.add_row(name, *(f"{table['all'].get(c, float('nan')):.3f}" for c in columns))
     out.print(overall)
     table, outcomes = tables["nbrecall"]
     kinds = Table(title="nbrecall per kind")
@@ -521,7 +550,7 @@ def eval_command(
     for column in columns:
         kinds.add_column(column, justify="right")
     for kind, values in table.items():
-        kinds.add_row(kind, str(int(values["n"])), *(f"{values[c]:.3f}" for c in columns))
+        kinds.add_row(kind, str(int(values["n"])), *(f"{values.get(c, float('nan')):.3f}" for c in columns))
     out.print(kinds)
     if show_misses:
         for outcome in outcomes:

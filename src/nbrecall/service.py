@@ -66,8 +66,9 @@ class Archive:
         return self._store
 
     def search(
-        self, query: str, filters: SearchFilters | None = None, max_notebooks: int = 10
+        self, query: str, filters: SearchFilters | None = None, max_notebooks: int = 10, all_versions: bool = False
     ) -> SearchResult:
+        """One result per notebook family (`[families]`), or every version with `all_versions`."""
         vector = self.embedder.embed([query])[0] if query.strip() and self.settings.embed.enabled else None
         return retrieve(
             query,
@@ -77,6 +78,8 @@ class Archive:
             self.settings.retrieve,
             filters,
             max_notebooks=max_notebooks,
+            families=self.settings.families if self.settings.families.enabled else None,
+            all_versions=all_versions,
         )
 
     def notebook_file(self, sha: str) -> Path | None:

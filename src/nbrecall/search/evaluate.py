@@ -4,7 +4,9 @@ Metrics, overall and per query kind:
 - nb@1, nb@3, nb@5: the right notebook (or one listed under `also`) among the first k distinct notebooks;
 - MRR: mean reciprocal rank of the first right notebook (distinct-notebook ranks);
 - cell@10c: a right cell among the first 10 distinct (notebook, cell) pairs, flattening each result's `cells`
-  in rank order.
+  in rank order;
+- fam@5: distinct notebook families (`family` of the contract; a notebook without one is its own) among the
+  first five distinct notebooks: how much of the first page is not the same notebook again.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class QueryOutcome:
     query: Query
     notebook_rank: int | None  # 1-based rank among distinct notebooks, None if absent
     cell_hit: bool
+    families_top5: int = 0  # distinct families among the first five distinct notebooks
 
 
 def load_queries(path: Path) -> list[Query]:
@@ -76,7 +79,11 @@ def judge(query: Query, results: list[dict[str, Any]], cell_depth: int = 10) -> 
                 seen.append(pair)
     target = _norm(query.notebook)
     cell_hit = any(nb == target and cell in query.cells for nb, cell in seen[:cell_depth])
-    return QueryOutcome(query, rank, cell_hit)
+    family_of: dict[str, str] = {}
+    for result in results:
+        family_of.setdefault(_norm(result["notebook"]), result.get("family") or _norm(result["notebook"]))
+    families = len({family_of[name] for name in notebooks[:5]})
+    return QueryOutcome(query, rank, cell_hit, families)
 
 
 def metrics(outcomes: Iterable[QueryOutcome]) -> dict[str, float]:
@@ -89,6 +96,7 @@ def metrics(outcomes: Iterable[QueryOutcome]) -> dict[str, float]:
         "nb@5": sum(1 for o in items if o.notebook_rank and o.notebook_rank <= 5) / n,
         "MRR": sum(1.0 / o.notebook_rank for o in items if o.notebook_rank) / n,
         "cell@10c": sum(1 for o in items if o.cell_hit) / n,
+        "fam@5": sum(o.families_top5 for o in items) / n,
     }
 
 

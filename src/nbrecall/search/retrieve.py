@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from nbrecall.config import RetrieveSettings
+from nbrecall.config import FamilySettings, RetrieveSettings
 from nbrecall.index.fusion import FusionSettings, StoreHit
 from nbrecall.index.store import SearchFilters, Store
 from nbrecall.ingest.manifest import CellRecord, Manifest
+from nbrecall.search.families import FamilyEntry, arrange, versions
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:[.,]\d+)*")
 _STOP = frozenset(
@@ -95,6 +96,9 @@ class Hit:
     author: str = ""
     stale: bool = False
     deprecated: bool = False
+    family: str = ""  # the notebook family's id (`ingest.families`); "" without families
+    versions: list[dict[str, Any]] = field(default_factory=list)  # the family's other members (`search.families`)
+    checkpoint_of: str | None = None  # a hit from a checkpoint copy: the notebook it is an older checkpoint of
 
     def contract(self) -> dict[str, Any]:
         return {
@@ -112,6 +116,9 @@ class Hit:
             "author": self.author,
             "stale": self.stale,
             "deprecated": self.deprecated,
+            "family": self.family,
+            "versions": self.versions,
+            "checkpoint_of": self.checkpoint_of,
         }
 
 
@@ -126,6 +133,10 @@ class NotebookResult:
     hits: list[Hit]
     neighbourhood: list[CellRecord] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    family: str = ""
+    n_versions: int = 0  # other members of its family (listed in `versions`, at most `max_listed`)
+    versions: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint_of: str | None = None
 
 
 @dataclass
@@ -335,8 +346,12 @@ def retrieve(
     filters: SearchFilters | None = None,
     per_notebook: int | None = None,
     max_notebooks: int = 10,
+    families: FamilySettings | None = None,
+    all_versions: bool = False,
 ) -> SearchResult:
-    """Hybrid search, grouped by notebook, with anchors and neighbourhoods for the top notebooks."""
+    """Hybrid search, grouped by notebook, with anchors and neighbourhoods for the top notebooks.
+
+    With `families`, one result per notebook family (`search.families`), unless `all_versions`."""
     filters = filters or SearchFilters()
     # The vector was embedded from the whole question; keyword search, the phrase bonus and the anchor choice see
     # only the words the user asks for (not the negated ones).
@@ -347,8 +362,14 @@ def retrieve(
     hits = store.search(positive, query_vector, settings.fanout, filters, fusion)
     hits = rerank(positive, hits, settings.phrase_weight, settings.intent_boost)
     ranked = group_by_notebook(hits, manifest.indexed_shas({h.row["nb_sha"] for h in hits}))
+    entries = arrange(ranked, manifest, families, collapse=not all_versions) if families is not None else [
+        FamilyEntry(sha, score, group, "") for sha, score, group in ranked]
+    entries = entries[:max_notebooks]
+    listed = versions(manifest, entries, families) if families is not None else {}
     results: list[NotebookResult] = []
-    for position, (sha, score, group) in enumerate(ranked[:max_notebooks]):
+    for position, entry in enumerate(entries):
+        sha, score, group = entry.sha, entry.score, entry.group
+        n_versions, others = listed.get(sha, (0, []))
         cells = {c.idx: c for c in manifest.cells(sha)}
         shown: list[Hit] = []
         anchors: set[int] = set()
@@ -378,6 +399,9 @@ def retrieve(
                     author=row.get("author") or "",
                     stale=bool(row.get("stale")),
                     deprecated=bool(row.get("deprecated")),
+                    family=entry.family,
+                    versions=others,
+                    checkpoint_of=entry.checkpoint_of,
                 )
             )
         result = NotebookResult(
@@ -387,6 +411,10 @@ def retrieve(
             score,
             shown,
             paths=[rel for _root, rel in manifest.paths_of(sha)],
+            family=entry.family,
+            n_versions=n_versions,
+            versions=others,
+            checkpoint_of=entry.checkpoint_of,
         )
         if position < settings.top_notebooks and shown:
             result.neighbourhood = neighbourhood(
