@@ -511,7 +511,7 @@ def eval_command(
     """Measure retrieval on a query set: nb@1, nb@3, nb@5, MRR and cell@10c, overall and per kind, and the
     distinct notebook families among the first five results."""
     from nbrecall.backends import index_exists
-    from nbrecall.search.evaluate import evaluate, load_queries
+    from nbrecall.search.evaluate import evaluate, load_queries, resolve_copies
 
     settings = _settings(config, index_dir, store)
     with _index_faults(settings, "opening"):
@@ -521,6 +521,7 @@ def eval_command(
         index([root], index_dir=settings.index_dir, config=config, no_vectors=False, store=settings.store.url)
     archive = _open_archive(settings)
     items = load_queries(queries)
+    resolve_copies(items, root)
 
     def run(text: str) -> list[dict]:  # type: ignore[type-arg]
         return [h.contract() for h in archive.search(text, all_versions=all_versions).hits(30)]
@@ -535,7 +536,7 @@ def eval_command(
             for mode in ("bm25", "dense"):
                 tables[f"{name} {mode}"] = evaluate(items, baseline_search(baseline, archive.embedder, mode))
     out = Console()
-    columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c", "fam@5"]
+    columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c", "cell@10c+", "fam@5"]
     overall = Table(title=f"{len(items)} queries over {root}" + (" (all versions)" if all_versions else ""))
     overall.add_column("system")
     for column in columns:

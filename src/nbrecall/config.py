@@ -90,10 +90,11 @@ class FamilySettings:
     enabled: bool = True
     threshold: float = 0.7  # estimated share of the smaller notebook's distinct lines found in the larger one
     min_jaccard: float = 0.3  # estimated Jaccard similarity of the two sets of lines; the LSH is tuned to it
-    min_lines: int = 5  # notebooks with fewer distinct lines join no family by similarity
+    min_shared: int = 10  # and at least this many lines in common (a header and a licence make no version)
     num_perm: int = 128  # MinHash permutations (the estimate's standard error is about 0.5/sqrt(num_perm))
-    tie_margin: float = 0.02  # members scoring within this share of the best are ties: the recent, healthy wins
+    tie_margin: float = 0.0  # members scoring within this share of the best tie: the recent, healthy one wins
     max_listed: int = 20  # other versions listed with a result
+    version_hits: int = 2  # cells of other versions that the shown one lacks, listed under it (0: none)
 
 
 @dataclass

@@ -16,8 +16,9 @@ How two contents are found to be versions, in time linear in the archive:
   lookup, never a pass over the archive.
 * A candidate pair is an edge when the estimated Jaccard similarity J is at least `min_jaccard` and the estimated
   share of the smaller notebook's lines found in the larger (J·(|A|+|B|) / ((1+J)·min(|A|,|B|))) is at least
-  `threshold`: a `_v2` with one changed cell, a copy with its outputs re-run and an executed export of a source
-  notebook all pass; two lessons built from the same template mostly do not (measured in bench/README.md).
+  `threshold`, and they have at least `min_shared` lines in common: a `_v2` with one changed cell, a copy with its
+  outputs re-run and an executed export of a source notebook all pass; two lessons built from the same template
+  mostly do not, nor two near-empty pages that share a header and a licence (measured in bench/README.md).
 * A checkpoint (`D/.ipynb_checkpoints/N-checkpoint.ipynb`) is always an edge to the notebook it saves
   (`D/N.ipynb`), whatever their similarity: it is a version of that notebook by where it lives.
 * A family is a connected component of edges; its id is the smallest content hash in it (so the same archive
@@ -35,6 +36,7 @@ import hashlib
 import posixpath
 import re
 import time
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -46,13 +48,13 @@ from nbrecall.config import FamilySettings
 if TYPE_CHECKING:
     from nbrecall.ingest.manifest import CellRecord
 
-SHINGLES_VERSION = "lines-1"  # what a shingle is; a change re-signs every content (they are re-indexed)
-SCHEME = "affine32"  # datasketch's permutation scheme (uint32 hash values)
+SHINGLES_VERSION = "lines-1 crc32"  # what a shingle is and how it is hashed; a change re-signs every content
+SCHEME = "affine32"  # datasketch's permutation scheme (uint32 hash values); lines hashed with CRC-32 (datasketch
+# mixes each hash with a MurmurHash3 finaliser before permuting; SHA-1, its default, cost 4x as much per line)
 CHECKPOINTS = ".ipynb_checkpoints"
 CHECKPOINT_SUFFIX = "-checkpoint.ipynb"
 MAX_MATES = 400  # candidates looked at per content: a bucket shared by thousands (one template) stays bounded
 
-_SPACE = re.compile(r"\s+")
 _WORDLIKE = re.compile(r"\w")
 
 
@@ -72,10 +74,8 @@ def shingles(cells: Iterable[CellRecord]) -> set[str]:
     found: set[str] = set()
     for cell in cells:
         for text in (cell.source, cell.outputs):
-            for line in text.splitlines():
-                if _WORDLIKE.search(line):
-                    found.add(_SPACE.sub(" ", line).strip())
-    return found
+            found.update(" ".join(line.split()) for line in text.splitlines())
+    return {line for line in found if _WORDLIKE.search(line)}
 
 
 def _permutations(num_perm: int) -> Any:
@@ -97,7 +97,8 @@ def signature(cells: Iterable[CellRecord], num_perm: int = 128) -> Signature:
     from datasketch import MinHash
 
     lines = shingles(cells)
-    minhash = MinHash(num_perm=num_perm, seed=1, scheme=SCHEME, permutations=_permutations(num_perm))
+    minhash = MinHash(num_perm=num_perm, seed=1, scheme=SCHEME, permutations=_permutations(num_perm),
+                      hashfunc=zlib.crc32)
     if lines:
         minhash.update_batch([line.encode("utf-8", "surrogatepass") for line in sorted(lines)])
     return Signature(len(lines), np.asarray(minhash.hashvalues, dtype=np.uint32).tobytes())
@@ -134,7 +135,7 @@ class Banding:
 def state_key(settings: FamilySettings, banding: Banding) -> str:
     """What the stored families depend on besides the contents; a change re-places every content."""
     return (f"{SHINGLES_VERSION} {SCHEME} perm {banding.num_perm} bands {banding.b}x{banding.r} "
-            f"threshold {settings.threshold} min_jaccard {settings.min_jaccard} min_lines {settings.min_lines}")
+            f"threshold {settings.threshold} min_jaccard {settings.min_jaccard} min_shared {settings.min_shared}")
 
 
 def similarity(a: Signature, b: Signature) -> tuple[float, float]:
@@ -148,10 +149,11 @@ def similarity(a: Signature, b: Signature) -> tuple[float, float]:
 
 
 def are_versions(a: Signature, b: Signature, settings: FamilySettings) -> bool:
-    if min(a.size, b.size) < settings.min_lines:
+    if min(a.size, b.size) < settings.min_shared:
         return False
     jaccard, containment = similarity(a, b)
-    return jaccard >= settings.min_jaccard and containment >= settings.threshold
+    shared = jaccard * (a.size + b.size) / (1.0 + jaccard)
+    return jaccard >= settings.min_jaccard and containment >= settings.threshold and shared >= settings.min_shared
 
 
 def is_checkpoint(rel: str) -> bool:
@@ -332,6 +334,11 @@ class FamilyWriter:
         self.store = PgFamilies(manifest) if getattr(manifest, "shared", False) else SqliteFamilies(manifest)
         self.store.ensure()
         self.banding = Banding.for_settings(settings)
+        made = f"{SHINGLES_VERSION} {SCHEME} perm {settings.num_perm}"
+        if self.store.state("signatures") != made:  # signatures of another kind: all made again (`update`)
+            with manifest.transaction() as db:
+                self.store.forget_signatures(db)
+                self.store.set_state(db, made, "signatures")
 
     def save(self, db: Any, items: list[tuple[str, Signature]]) -> None:
         """In a batch's manifest transaction: the signatures of the contents it indexed."""

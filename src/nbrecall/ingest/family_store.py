@@ -80,12 +80,16 @@ class SqliteFamilies:
 
     # --- the write side -----------------------------------------------------------------------------------------
 
-    def state(self) -> str | None:
-        row = self.db.execute("SELECT value FROM family_state WHERE name = 'settings'").fetchone()
+    def state(self, name: str = "settings") -> str | None:
+        row = self.db.execute("SELECT value FROM family_state WHERE name = ?", (name,)).fetchone()
         return row[0] if row else None
 
-    def set_state(self, db: Any, value: str) -> None:
-        db.execute("INSERT OR REPLACE INTO family_state (name, value) VALUES ('settings', ?)", (value,))
+    def set_state(self, db: Any, value: str, name: str = "settings") -> None:
+        db.execute("INSERT OR REPLACE INTO family_state (name, value) VALUES (?, ?)", (name, value))
+
+    def forget_signatures(self, db: Any) -> None:
+        for table in ("family_bands", "families", "family_sigs"):
+            db.execute(f"DELETE FROM {table}")
 
     def save_signatures(self, db: Any, items: list[tuple[str, Signature]], banding: Banding) -> None:
         """Store (or replace) signatures and their LSH keys; each becomes pending until the family step."""
@@ -213,13 +217,17 @@ class PgFamilies:
     def _all(self, sql: str, args: Any = None) -> list[Any]:
         return self.pg.execute(sql, args).fetchall()
 
-    def state(self) -> str | None:
-        rows = self._all("SELECT value FROM family_state WHERE name = 'settings'")
+    def state(self, name: str = "settings") -> str | None:
+        rows = self._all("SELECT value FROM family_state WHERE name = %s", (name,))
         return rows[0][0] if rows else None
 
-    def set_state(self, db: Any, value: str) -> None:
-        db.execute("INSERT INTO family_state (name, value) VALUES ('settings', %s) ON CONFLICT (name) DO UPDATE "
-                   "SET value = EXCLUDED.value", (value,))
+    def set_state(self, db: Any, value: str, name: str = "settings") -> None:
+        db.execute("INSERT INTO family_state (name, value) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE "
+                   "SET value = EXCLUDED.value", (name, value))
+
+    def forget_signatures(self, db: Any) -> None:
+        for table in ("family_bands", "families", "family_sigs"):
+            db.execute(f"DELETE FROM {table}")
 
     def save_signatures(self, db: Any, items: list[tuple[str, Signature]], banding: Banding) -> None:
         if not items:

@@ -29,6 +29,8 @@ class FamilyEntry:
     family: str
     checkpoint_of: str | None = None
     matched: dict[str, float] = field(default_factory=dict)  # every member that matched → its score
+    others: list[Ranked] = field(default_factory=list)  # the other members that matched, best first
+    checkpoints: set[str] = field(default_factory=set)  # which of them are checkpoint copies
 
 
 def _recency(detail: dict[str, Any]) -> tuple[int, int, float]:
@@ -62,10 +64,58 @@ def arrange(ranked: list[Ranked], manifest: Any, settings: FamilySettings, colla
 
         chosen = max(ties, key=preference)
         checkpoint = (details.get(chosen[0]) or {}).get("checkpoint_of")
+        others = sorted((item for item in items if item[0] != chosen[0]), key=lambda item: -item[1])
+        marked = {sha for sha, _, _ in others if (details.get(sha) or {}).get("checkpoint_of")}
         entries.append(FamilyEntry(chosen[0], best, chosen[2], family, checkpoint,
-                                   {sha: score for sha, score, _ in items}))
+                                   {sha: score for sha, score, _ in items}, others, marked))
     entries.sort(key=lambda e: -e.score)
     return entries
+
+
+@dataclass
+class VersionHit:
+    """A matching cell of another member that the entry's notebook lacks."""
+
+    sha: str
+    hit: Any
+    cells: dict[int, Any]
+    checkpoint_of: str | None
+
+
+def _text(cell: Any) -> str:
+    return " ".join(f"{cell.source}\n{cell.outputs}".split())
+
+
+def lacking(
+    entry: FamilyEntry, cells: dict[int, Any], manifest: Any, floor: float, limit: int, terms: set[str]
+) -> list[VersionHit]:
+    """The best hit of each other matching member (best members first, at most `limit`) whose cell, source and
+    outputs, is in no cell of the entry's notebook and scores at least `floor`: what the shown version lacks."""
+    from nbrecall.search.retrieve import _pick_anchor
+
+    mine = {_text(c) for c in cells.values()}
+    found: list[VersionHit] = []
+    for sha, _score, group in entry.others:
+        if len(found) >= limit:
+            break
+        if not group or group[0].score < floor:
+            continue
+        theirs = {c.idx: c for c in manifest.cells(sha)}
+        anchor, _ordered = _pick_anchor(group[0].row, theirs, terms)
+        cell = theirs.get(anchor)
+        if cell is None or _text(cell) in mine:
+            continue
+        checkpoint = None
+        if sha in entry.checkpoints:
+            from nbrecall.ingest.families import saved_path
+
+            checkpoint = saved_path(group[0].row["notebook"])
+        found.append(VersionHit(sha, group[0], theirs, checkpoint))
+    return found
+
+
+def entry_path(entry: FamilyEntry, group: list[Any]) -> str:
+    return str(group[0].row["notebook"]) if group else ""
 
 
 def versions(
@@ -101,3 +151,17 @@ def _version(detail: dict[str, Any], score: float | None) -> dict[str, Any]:
         "checkpoint_of": detail.get("checkpoint_of"),
         "matched": score is not None,
     }
+
+
+def family_members(manifest: Any, sha: str) -> tuple[str, list[dict[str, Any]]]:
+    """The family of one content and its other members (recent first), as results list them; ("", []) alone."""
+    store = family_store(manifest)
+    if store is None:
+        return "", []
+    family = store.families_of([sha]).get(sha)
+    if family is None:
+        return "", []
+    others = [m for m in store.members([family]).get(family, []) if m != sha]
+    details = store.member_details(others) if others else []
+    details.sort(key=lambda d: (tuple(-x for x in _recency(d)), d["notebook"]))
+    return family, [_version(d, None) for d in details]

@@ -12,7 +12,7 @@ from nbrecall.config import FamilySettings, RetrieveSettings
 from nbrecall.index.fusion import FusionSettings, StoreHit
 from nbrecall.index.store import SearchFilters, Store
 from nbrecall.ingest.manifest import CellRecord, Manifest
-from nbrecall.search.families import FamilyEntry, arrange, versions
+from nbrecall.search.families import FamilyEntry, arrange, entry_path, lacking, versions
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:[.,]\d+)*")
 _STOP = frozenset(
@@ -99,6 +99,7 @@ class Hit:
     family: str = ""  # the notebook family's id (`ingest.families`); "" without families
     versions: list[dict[str, Any]] = field(default_factory=list)  # the family's other members (`search.families`)
     checkpoint_of: str | None = None  # a hit from a checkpoint copy: the notebook it is an older checkpoint of
+    version_of: str | None = None  # a hit from another version of the result's notebook (content it lacks)
 
     def contract(self) -> dict[str, Any]:
         return {
@@ -119,6 +120,7 @@ class Hit:
             "family": self.family,
             "versions": self.versions,
             "checkpoint_of": self.checkpoint_of,
+            "version_of": self.version_of,
         }
 
 
@@ -337,6 +339,34 @@ def neighbourhood(cells: list[CellRecord], anchor: int, after: int = 2) -> list[
     return [c for c in picked if not (c.idx in seen or seen.add(c.idx))]  # type: ignore[func-returns-value]
 
 
+def _make_hit(
+    hit: StoreHit, nb_sha: str, cells: dict[int, CellRecord], terms: set[str], **labels: Any
+) -> tuple[int, Hit]:
+    """One store hit as a user sees it: its anchor cell (`_pick_anchor`) and the `Hit`; `labels` are the family
+    fields (`family`, `versions`, `checkpoint_of`, `version_of`)."""
+    row = hit.row
+    anchor, ordered = _pick_anchor(row, cells, terms)
+    cell = cells.get(anchor)
+    return anchor, Hit(
+        notebook=row["notebook"],
+        root=row["root"],
+        cell=anchor,
+        cells=ordered,
+        cell_id=cell.cell_id if cell else row["anchor_id"],
+        kind=row["kind"],
+        score=hit.score,
+        heading=row["heading"],
+        snippet=snippet(row["text"], terms),
+        nb_sha=nb_sha,
+        year=row.get("year"),
+        project=row.get("project") or "",
+        author=row.get("author") or "",
+        stale=bool(row.get("stale")),
+        deprecated=bool(row.get("deprecated")),
+        **labels,
+    )
+
+
 def retrieve(
     query: str,
     store: Store,
@@ -376,34 +406,21 @@ def retrieve(
         for hit in shown_order(group, kinds, settings.hit_floor, settings.kind_slot):
             if len(shown) >= (per_notebook or settings.hits_per_notebook):
                 break
-            row = hit.row
-            anchor, ordered = _pick_anchor(row, cells, terms)
+            anchor, made = _make_hit(hit, sha, cells, terms, checkpoint_of=entry.checkpoint_of, family=entry.family,
+                                     versions=others)
             if anchor in anchors:
                 continue
             anchors.add(anchor)
-            cell = cells.get(anchor)
-            shown.append(
-                Hit(
-                    notebook=row["notebook"],
-                    root=row["root"],
-                    cell=anchor,
-                    cells=ordered,
-                    cell_id=cell.cell_id if cell else row["anchor_id"],
-                    kind=row["kind"],
-                    score=hit.score,
-                    heading=row["heading"],
-                    snippet=snippet(row["text"], terms),
-                    nb_sha=sha,
-                    year=row.get("year"),
-                    project=row.get("project") or "",
-                    author=row.get("author") or "",
-                    stale=bool(row.get("stale")),
-                    deprecated=bool(row.get("deprecated")),
-                    family=entry.family,
-                    versions=others,
-                    checkpoint_of=entry.checkpoint_of,
-                )
-            )
+            shown.append(made)
+        if families is not None and entry.others and families.version_hits > 0:
+            # Another version's best cell that the shown one lacks (a changed value, what only a checkpoint
+            # holds) is listed under this result, labelled: one result per family must not hide it.
+            floor = settings.hit_floor * group[0].score if group else 0.0
+            for other in lacking(entry, cells, manifest, floor, families.version_hits, terms):
+                _anchor, made = _make_hit(other.hit, other.sha, other.cells, terms, family=entry.family,
+                                          versions=others, version_of=entry_path(entry, group),
+                                          checkpoint_of=other.checkpoint_of)
+                shown.append(made)
         result = NotebookResult(
             sha,
             group[0].row["notebook"],
