@@ -33,7 +33,8 @@ from nbrecall.service import open_store
 
 def ballast_cells(last: str = "rho = 1025  # sea water", author: str = "") -> list:
     """A notebook of a dozen cells; `last` is the one cell a `_v2` changes."""
-    cells = [v4.new_markdown_cell("# Ballast distribution\nWe size the aft ballast tanks of the supply vessel." + author)]
+    title = "# Ballast distribution\nWe size the aft ballast tanks of the supply vessel."
+    cells = [v4.new_markdown_cell(title + author)]
     for i in range(10):
         cells.append(code(f"tank_{i}_volume = {i + 1} * 12.5\nprint('tank {i}', tank_{i}_volume)", i + 1,
                           [stream(f"tank {i} {(i + 1) * 12.5}\n")]))
@@ -144,8 +145,8 @@ def test_two_copies_and_a_v2_form_one_family_and_search_shows_one_entry(tmp_path
     assert len(ballast) == 1  # one entry for the family …
     entry = ballast[0]
     assert entry.n_versions == 2  # … with the others listed
-    assert {v["notebook"] for v in entry.versions} == {"projects/2017/ballast.ipynb", "projects/2018/ballast_copy.ipynb",
-                                                     "projects/2019/ballast_v2.ipynb"} - {entry.notebook}
+    members = {"projects/2017/ballast.ipynb", "projects/2018/ballast_copy.ipynb", "projects/2019/ballast_v2.ipynb"}
+    assert {v["notebook"] for v in entry.versions} == members - {entry.notebook}
     assert all(v["matched"] and v["modified"] for v in entry.versions)
     assert {v["year"] for v in entry.versions} | {entry.hits[0].year} == {2017, 2018, 2019}
     contract = entry.hits[0].contract()
@@ -177,7 +178,7 @@ def test_the_query_picks_the_member_and_a_deprecated_member_hides_no_sibling(tmp
     assert listed["projects/2019/ballast_v2.ipynb"]["matched"] is False
 
 
-def test_a_value_only_a_checkpoint_holds_is_found_and_labelled(tmp_path: Path) -> None:
+def test_a_value_only_a_checkpoint_holds_is_found_and_labelled(tmp_path: Path, model_cache: Path) -> None:
     root = tmp_path / "archive"
     folder = root / "projects/2018"
     write_nb(folder / "stability.ipynb", ballast_cells())
@@ -203,7 +204,8 @@ def test_a_value_only_a_checkpoint_holds_is_found_and_labelled(tmp_path: Path) -
     assert entries[0].versions[0]["checkpoint_of"] == "projects/2018/stability.ipynb"
 
     runner = CliRunner()
-    out = runner.invoke(cli_app, ["search", "metacentric_height_m GM", "--index", str(settings.index_dir)])
+    out = runner.invoke(cli_app, ["search", "metacentric_height_m GM", "--index", str(settings.index_dir)],
+                        env={"NBRECALL_MODEL_CACHE": str(model_cache)})
     assert out.exit_code == 0, out.output
     assert "in an older checkpoint of projects/2018/stability.ipynb" in out.output
 
@@ -295,13 +297,14 @@ def test_an_index_made_before_families_gets_them_from_its_cells(tmp_path: Path) 
     assert report.notebooks_indexed == 0 and report.families is not None and report.families.families == 1
 
 
-def test_search_json_and_the_cli_list_the_other_versions(tmp_path: Path) -> None:
+def test_search_json_and_the_cli_list_the_other_versions(tmp_path: Path, model_cache: Path) -> None:
     root = tmp_path / "archive"
     write_family(root)
     settings = settings_for(tmp_path / "index")
     index(root, settings)
-    runner = CliRunner()
-    out = runner.invoke(cli_app, ["search", "ballast tank volume", "--json", "--index", str(settings.index_dir)])
+    runner = CliRunner(env={"NBRECALL_MODEL_CACHE": str(model_cache)})
+    out = runner.invoke(cli_app, ["search", "ballast tank volume", "--json", "-k", "30", "--index",
+                                  str(settings.index_dir)])
     assert out.exit_code == 0, out.output
     results = json.loads(out.output)["results"]
     ballast = {r["notebook"] for r in results if "ballast" in r["notebook"]}
@@ -309,7 +312,7 @@ def test_search_json_and_the_cli_list_the_other_versions(tmp_path: Path) -> None
     first = next(r for r in results if "ballast" in r["notebook"])
     assert first["family"] and {v["notebook"] for v in first["versions"]} | ballast == {
         "projects/2017/ballast.ipynb", "projects/2018/ballast_copy.ipynb", "projects/2019/ballast_v2.ipynb"}
-    out = runner.invoke(cli_app, ["search", "ballast tank volume", "--all-versions", "--json", "--index",
+    out = runner.invoke(cli_app, ["search", "ballast tank volume", "--all-versions", "--json", "-k", "30", "--index",
                                   str(settings.index_dir)])
     assert len({r["notebook"] for r in json.loads(out.output)["results"] if "ballast" in r["notebook"]}) == 3
     out = runner.invoke(cli_app, ["search", "ballast tank volume", "--index", str(settings.index_dir)])

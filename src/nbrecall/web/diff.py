@@ -30,9 +30,11 @@ class CellPair:
     outputs: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _as_notebook(cells: list[Any]) -> Any:
+def _as_notebook(cells: list[Any], side: str, keep: bool) -> Any:
+    """A notebook of the indexed cells, with their ids (`keep`) or ids of this side's own."""
     from nbformat import v4
 
+    ids = [str(c.cell_id or "") for c in cells]
     nb = v4.new_notebook()
     for i, cell in enumerate(cells):
         if cell.cell_type == "code":
@@ -42,7 +44,7 @@ def _as_notebook(cells: list[Any]) -> Any:
             new = v4.new_markdown_cell(cell.source)
         else:
             new = v4.new_raw_cell(cell.source)
-        new["id"] = f"c{i}"  # ids are not content: equal on both sides, never reported as a difference
+        new["id"] = ids[i] if keep else f"{side}{i}"
         nb.cells.append(new)
     return nb
 
@@ -63,7 +65,12 @@ def pair_cells(a: list[Any], b: list[Any]) -> list[CellPair]:
     """The cells of `a` and `b` in order, paired as nbdime's notebook diff pairs them."""
     from nbdime import diff_notebooks
 
-    diff = diff_notebooks(_as_notebook(a), _as_notebook(b))
+    # A re-saved version keeps its cells' ids: nbdime then pairs cells by id. Two copies saved apart have ids of
+    # their own: then no id is kept, and nbdime pairs cells by content.
+    ids_a, ids_b = [c.cell_id for c in a], [c.cell_id for c in b]
+    unique = all(ids_a + ids_b) and len(set(ids_a)) == len(ids_a) and len(set(ids_b)) == len(ids_b)
+    keep = unique and len(set(ids_a) & set(ids_b)) * 2 >= min(len(ids_a), len(ids_b))
+    diff = diff_notebooks(_as_notebook(a, "a", keep), _as_notebook(b, "b", keep))
     ops = next((d["diff"] for d in diff if d["op"] == "patch" and d["key"] == "cells"), [])
     added: dict[int, list[Any]] = {}
     removed: set[int] = set()
@@ -89,13 +96,32 @@ def pair_cells(a: list[Any], b: list[Any]) -> list[CellPair]:
             continue
         left, right = a[i], b[j]
         j += 1
-        changed = {d["key"] for d in patched.get(i, [])} & {"source", "outputs", "cell_type"}
+        changed = {d["key"] for d in patched.get(i, [])} & {"source", "outputs", "cell_type"}  # not ids
         if not changed and left.cell_type == right.cell_type:
             rows.append(CellPair("same", a=left, b=right))
             continue
-        rows.append(CellPair("changed", a=left, b=right, source=_lines(left.source, right.source),
-                             outputs=_lines(left.outputs, right.outputs) if left.outputs != right.outputs else []))
-    return rows
+        rows.append(_changed(left, right))
+    return _replacements(rows)
+
+
+def _changed(left: Any, right: Any) -> CellPair:
+    return CellPair("changed", a=left, b=right, source=_lines(left.source, right.source),
+                    outputs=_lines(left.outputs, right.outputs) if left.outputs != right.outputs else [])
+
+
+def _replacements(rows: list[CellPair]) -> list[CellPair]:
+    """A cell removed where one of its type was added (nbdime found them too different to pair, a short cell
+    whose one line changed) is shown as that cell changed, line by line."""
+    out: list[CellPair] = []
+    for row in rows:
+        last = out[-1] if out else None
+        if last is not None and {last.status, row.status} == {"added", "removed"}:
+            old, new = (last.a, row.b) if last.status == "removed" else (row.a, last.b)
+            if old.cell_type == new.cell_type:
+                out[-1] = _changed(old, new)
+                continue
+        out.append(row)
+    return out
 
 
 def render_diff(a: list[Any], b: list[Any]) -> dict[str, Any]:

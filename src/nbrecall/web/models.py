@@ -60,6 +60,9 @@ class Hit(BaseModel):
     versions: list[Version] = Field(default_factory=list, description="the family's other members")
     checkpoint_of: str | None = Field(
         default=None, description="a hit from a checkpoint copy: the notebook it is an older checkpoint of")
+    version_of: str | None = Field(
+        default=None, description="a cell of another version, listed under the result of this path: what the "
+        "shown version lacks")
 
 
 class NotebookHit(Hit):
