@@ -202,6 +202,12 @@ def test_a_value_only_a_checkpoint_holds_is_found_and_labelled(tmp_path: Path, m
     assert [nb.notebook for nb in entries] == ["projects/2018/stability.ipynb"]
     assert entries[0].checkpoint_of is None
     assert entries[0].versions[0]["checkpoint_of"] == "projects/2018/stability.ipynb"
+    # a question both answer in part: one result for the family, and the checkpoint's own cell labelled in it
+    mixed = search(settings, store, embedder, "ballast tank volume metacentric_height_m")
+    entries = [nb for nb in mixed.notebooks if "stability" in nb.notebook]
+    assert len(entries) == 1
+    assert any(h.checkpoint_of == "projects/2018/stability.ipynb" and "metacentric" in h.snippet
+               for h in entries[0].hits)
 
     runner = CliRunner()
     out = runner.invoke(cli_app, ["search", "metacentric_height_m GM", "--index", str(settings.index_dir)],

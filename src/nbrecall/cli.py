@@ -402,8 +402,12 @@ def _print_hits(text: str, result, k: int, manifest=None) -> None:  # type: igno
             snippet = escape(hit.snippet)
             for term in sorted(terms, key=len, reverse=True):
                 snippet = _highlight(snippet, term)
+            where = ""
+            if hit.version_of:
+                where = (f" [yellow]in an older checkpoint of {escape(hit.checkpoint_of)}[/yellow]" if hit.checkpoint_of
+                         else f" [yellow]in another version: {escape(hit.notebook)}[/yellow]")
             out.print(
-                f"  [magenta]Cell {hit.cell}[/magenta] [dim]{hit.kind} · #cell-id={escape(hit.cell_id)} · "
+                f"  [magenta]Cell {hit.cell}[/magenta]{where} [dim]{hit.kind} · #cell-id={escape(hit.cell_id)} · "
                 f"{escape(hit.heading)}[/dim]\n    {snippet}"
             )
         if nb.n_versions:
@@ -459,6 +463,14 @@ def status(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt
         table.add_row(key, f"{value:,}")
     share = stats["embedded"] / stats["chunks"] if stats["chunks"] else 1.0
     table.add_row("embedding progress", f"{share:.0%}")
+    from nbrecall.ingest.family_store import family_store
+
+    families = family_store(manifest)
+    if families is not None:
+        with _index_faults(settings, "reading"):
+            count, members = families.counts()
+        table.add_row("notebook families (2+ versions)", f"{count:,}")
+        table.add_row("  notebooks in them", f"{members:,}")
     out.print(table)
     renders = manifest.render_counts()
     if renders:

@@ -3,8 +3,9 @@
 The store's filters apply per chunk, so per member: a deprecated or filtered-out member has no hits and cannot
 hide a sibling that matches. Among the members that matched, the best score wins; members within `tie_margin` of
 it are ties, settled by recency (year, then last modified) and health. A checkpoint copy is never its own
-result: it loses every tie to a saved version, and when it wins (it holds what the query asks for and its saved
-notebook does not, or no longer) its hits are shown labelled "in an older checkpoint of <saved notebook>".
+result: a saved version within `CHECKPOINT_MARGIN` of it stands for the family, and when it wins (it holds what the
+query asks for and its saved notebook does not, or no longer) its hits are shown labelled "in an older checkpoint of
+<saved notebook>"; a cell only it holds under a saved version's result is labelled so too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 from nbrecall.config import FamilySettings
 from nbrecall.ingest.family_store import family_store
 
+CHECKPOINT_MARGIN = 0.05  # a checkpoint is shown as the result only when it matches clearly better than its saved
+# notebook (it holds what the query asks for); within this share the saved notebook stands for the family
 Ranked = tuple[str, float, list[Any]]  # (content sha, notebook score, its store hits), as `group_by_notebook` gives
 
 
@@ -63,6 +66,11 @@ def arrange(ranked: list[Ranked], manifest: Any, settings: FamilySettings, colla
             return (detail.get("checkpoint_of") is None, *_recency(detail), item[1])
 
         chosen = max(ties, key=preference)
+        if (details.get(chosen[0]) or {}).get("checkpoint_of"):
+            saved = [item for item in items if not (details.get(item[0]) or {}).get("checkpoint_of")]
+            near = [item for item in saved if item[1] >= chosen[1] * (1.0 - CHECKPOINT_MARGIN)]
+            if near:  # the saved notebook holds what matched as well: the checkpoint stays hidden
+                chosen = max(near, key=preference)
         checkpoint = (details.get(chosen[0]) or {}).get("checkpoint_of")
         others = sorted((item for item in items if item[0] != chosen[0]), key=lambda item: -item[1])
         marked = {sha for sha, _, _ in others if (details.get(sha) or {}).get("checkpoint_of")}

@@ -90,7 +90,9 @@ def search_payload(
                 "versions": nb.versions,
                 "checkpoint_of": nb.checkpoint_of,
                 "hits": [
-                    {**_contract(h), "nb_id": nb.nb_sha, "url": viewer_url(nb.nb_sha, h.cell_id)} for h in nb_hits
+                    {**_contract(h), "nb_id": h.nb_sha or nb.nb_sha,
+                     "url": viewer_url(h.nb_sha or nb.nb_sha, h.cell_id)}  # a version's cell links to that version
+                    for h in nb_hits
                 ],
             }
         )
