@@ -13,7 +13,7 @@ How two contents are found to be versions, in time linear in the archive:
 * Each content gets a MinHash signature of its shingles (datasketch, `num_perm` permutations), computed in the
   worker that chunks it, and an LSH index over bands of the signature (`b` bands of `r` rows, chosen by
   datasketch for `min_jaccard`) lives in the manifest (`family_bands`), so the candidates of a new notebook are a
-  lookup, never a pass over the archive.
+  lookup of its own buckets, never a pass over the archive (a first run reads the buckets once, in order).
 * A candidate pair is an edge when the estimated Jaccard similarity J is at least `min_jaccard` and the estimated
   share of the smaller notebook's lines found in the larger (J·(|A|+|B|) / ((1+J)·min(|A|,|B|))) is at least
   `threshold`, and they have at least `min_shared` lines in common: a `_v2` with one changed cell, a copy with its
@@ -253,14 +253,30 @@ def _update(manifest: Any, store: Any, settings: FamilySettings, report: FamilyR
         with manifest.transaction() as db:
             store.rebuild_bands(db, banding)
             store.set_state(db, key)
+    unbanded = store.unbanded()
+    if unbanded:  # the run's new signatures into the LSH index, in one pass sorted by bucket
+        rows = sorted((band, key, sha) for sha, sig in unbanded.items() for band, key in banding.keys(sig))
+        with manifest.transaction() as db:
+            store.add_bands(db, rows, sorted(unbanded))
     gone = store.gone()
     pending = store.pending()
     if gone or pending:
-        _step(manifest, store, settings, gone, pending, report)
+        _step(manifest, store, settings, banding, gone, pending, report)
     report.families, report.in_families = store.counts()
 
 
-def _step(manifest: Any, store: Any, settings: FamilySettings, gone: list[str], pending: list[str],
+def _mates(store: Any, banding: Banding, free: set[str], sigs: dict[str, Signature]) -> dict[str, list[str]]:
+    """The LSH candidates of each content in `free`: contents sharing a bucket with it. A large share of the
+    archive (a first run) reads the buckets whole, in order; a few contents read only their own buckets."""
+    from nbrecall.ingest.family_store import bucket_mates
+
+    if len(free) * 4 >= store.count_signatures():
+        return bucket_mates(store.all_bucket_rows(), free, MAX_MATES)
+    keys = [key for sha in free if sha in sigs for key in banding.keys(sigs[sha])]
+    return bucket_mates(store.bucket_rows(keys), free, MAX_MATES)
+
+
+def _step(manifest: Any, store: Any, settings: FamilySettings, banding: Banding, gone: list[str], pending: list[str],
           report: FamilyReport) -> None:
     gone_set, pending_set = set(gone), set(pending)
     old = store.families_of(gone_set | pending_set)
@@ -270,22 +286,26 @@ def _step(manifest: Any, store: Any, settings: FamilySettings, gone: list[str], 
     graph = _Graph(free=pending_set | resplit)
     # Edges: candidates from the LSH buckets of every content being placed, verified on their signatures, and
     # checkpoint ↔ saved notebook by path.
-    mates = store.mates(sorted(graph.free), MAX_MATES)
+    sigs = store.signatures(graph.free | gone_set)
+    mates = _mates(store, banding, graph.free, sigs)
     saved = _checkpoint_pairs(manifest, store, graph.free, gone_set)
     others = ({m for pairs in mates.values() for m in pairs} | {b for _a, b in saved}) - graph.free - gone_set
     graph.family_of = {sha: fam for sha, fam in store.families_of(others).items() if fam not in affected}
-    sigs = store.signatures(graph.free | {m for pairs in mates.values() for m in pairs} - gone_set)
+    sigs.update(store.signatures(others - set(sigs)))
+    arrays = {sha: sig.array() for sha, sig in sigs.items()}
+    mate_sets = {sha: set(found) for sha, found in mates.items()}
     for sha in sorted(graph.free):
         graph.uf.find(sha)
         mine = sigs.get(sha)
         if mine is None:
             continue
-        for mate in mates.get(sha, []):
-            theirs = sigs.get(mate)
-            if mate in gone_set or theirs is None or graph.node(mate) is None:
-                continue
-            if are_versions(mine, theirs, settings):
-                graph.edge(sha, mate)
+        # each pair once (both placed: from the smaller hash), every candidate of one content in one numpy pass
+        cands = [m for m in mates.get(sha, []) if m in sigs and m not in gone_set and graph.node(m) is not None
+                 and not (m < sha and m in graph.free and sha in mate_sets.get(m, ()))]
+        if not cands:
+            continue
+        for mate in _verified(mine, arrays[sha], cands, sigs, arrays, settings):
+            graph.edge(sha, mate)
     for a, b in saved:
         graph.edge(a, b)
     # Components → families: an unaffected family node brings its members along (relabelled when merged).
@@ -304,9 +324,29 @@ def _step(manifest: Any, store: Any, settings: FamilySettings, gone: list[str], 
     current = store.families_of(set(assign) - graph.free)
     changed = {sha: fam for sha, fam in assign.items() if sha in graph.free or current.get(sha) != fam}
     with manifest.transaction() as db:
+        store.delete_bands(db, sorted((band, key, sha) for sha in gone_set if sha in sigs
+                                      for band, key in banding.keys(sigs[sha])))
         store.write(db, changed, delete=sorted(gone_set), done=sorted(pending_set))
     report.placed, report.left = len(pending_set), len(gone_set)
     report.resplit = len({old[sha] for sha in gone_set if sha in old})
+
+
+def _verified(mine: Signature, values: np.ndarray, cands: list[str], sigs: dict[str, Signature],
+              arrays: dict[str, np.ndarray], settings: FamilySettings) -> list[str]:
+    """The candidates that are versions of `mine` (`are_versions`, vectorised over the candidates)."""
+    if mine.size < settings.min_shared:
+        return []
+    matrix = np.stack([arrays[c] for c in cands])
+    if matrix.shape[1] != len(values):
+        return []
+    jaccard = (matrix == values).mean(axis=1)
+    sizes = np.array([sigs[c].size for c in cands], dtype=np.float64)
+    smaller = np.minimum(sizes, mine.size)
+    shared = jaccard * (sizes + mine.size) / (1.0 + jaccard)
+    containment = np.minimum(1.0, shared / np.maximum(smaller, 1.0))
+    keep = ((smaller >= settings.min_shared) & (jaccard >= settings.min_jaccard)
+            & (containment >= settings.threshold) & (shared >= settings.min_shared))
+    return [c for c, ok in zip(cands, keep, strict=True) if ok]
 
 
 def _checkpoint_pairs(manifest: Any, store: Any, free: set[str], gone: set[str]) -> list[tuple[str, str]]:

@@ -1,8 +1,10 @@
 """Where families live: tables of the manifest (SQLite in the index folder, or PostgreSQL beside the chunks).
 
-* `family_sigs`: each indexed content's MinHash signature, its number of distinct lines, and `pending` (1 until the
-  family step of a run has placed it);
-* `family_bands`: the LSH index, one row per (band, key, content);
+* `family_sigs`: each indexed content's MinHash signature, its number of distinct lines, `pending` (1 until the
+  family step of a run has placed it) and `banded` (its LSH keys are in `family_bands`);
+* `family_bands`: the LSH index, one row per (band, key, content), keyed by bucket only: a content's rows are
+  found again from its signature (`Banding.keys`), so each batch writes one row per notebook and the family step
+  adds the bands of the run's new signatures in one sorted pass;
 * `families`: each placed content's family id (the smallest content hash of its family; a content alone is its
   own family);
 * `family_state`: the settings the stored families were made with (`families.state_key`).
@@ -22,12 +24,13 @@ from nbrecall.ingest.families import CHECKPOINTS, Banding, Signature
 
 SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS family_sigs (
-    sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, sig BLOB NOT NULL, pending INTEGER NOT NULL DEFAULT 1);
+    sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, sig BLOB NOT NULL, pending INTEGER NOT NULL DEFAULT 1,
+    banded INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS family_sigs_pending ON family_sigs (pending) WHERE pending = 1;
+CREATE INDEX IF NOT EXISTS family_sigs_unbanded ON family_sigs (banded) WHERE banded = 0;
 CREATE TABLE IF NOT EXISTS family_bands (
     band INTEGER NOT NULL, key INTEGER NOT NULL, sha256 TEXT NOT NULL, PRIMARY KEY (band, key, sha256))
     WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS family_bands_sha ON family_bands (sha256);
 CREATE TABLE IF NOT EXISTS families (sha256 TEXT PRIMARY KEY, family TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS families_family ON families (family);
 CREATE TABLE IF NOT EXISTS family_state (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -58,6 +61,12 @@ class SqliteFamilies:
         self.db: sqlite3.Connection = manifest.db
 
     def ensure(self) -> None:
+        """Create the tables; tables of an earlier layout are dropped (signatures are made again from the cells)."""
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(family_sigs)")}
+        if columns and "banded" not in columns:
+            with self.db:
+                for table in ("family_sigs", "family_bands", "families", "family_state"):
+                    self.db.execute(f"DROP TABLE IF EXISTS {table}")
         self.db.executescript(SQLITE_SCHEMA)
 
     @contextmanager
@@ -92,29 +101,54 @@ class SqliteFamilies:
             db.execute(f"DELETE FROM {table}")
 
     def save_signatures(self, db: Any, items: list[tuple[str, Signature]], banding: Banding) -> None:
-        """Store (or replace) signatures and their LSH keys; each becomes pending until the family step."""
+        """Store (or replace) signatures; each is pending until the family step, which bands it. A replaced one's
+        old bands are removed first (found from the old signature)."""
         if not items:
             return
-        db.executemany("DELETE FROM family_bands WHERE sha256 = ?", [(sha,) for sha, _ in items])
+        old = {r[0]: Signature(int(r[1]), bytes(r[2])) for part in _parts(sha for sha, _ in items) for r in db.execute(
+            f"SELECT sha256, size, sig FROM family_sigs WHERE banded = 1 AND sha256 IN ({', '.join('?' * len(part))})",
+            part)}
+        self.delete_bands(db, [(band, key, sha) for sha, sig in old.items() for band, key in banding.keys(sig)])
         db.executemany(
-            "INSERT OR REPLACE INTO family_sigs (sha256, size, sig, pending) VALUES (?, ?, ?, 1)",
+            "INSERT OR REPLACE INTO family_sigs (sha256, size, sig, pending, banded) VALUES (?, ?, ?, 1, 0)",
             [(sha, sig.size, sig.hashes) for sha, sig in items],
         )
-        db.executemany(
-            "INSERT OR IGNORE INTO family_bands (band, key, sha256) VALUES (?, ?, ?)",
-            [(band, key, sha) for sha, sig in items for band, key in banding.keys(sig)],
-        )
+
+    def unbanded(self) -> dict[str, Signature]:
+        return {r[0]: Signature(int(r[1]), bytes(r[2])) for r in self._all(
+            "SELECT sha256, size, sig FROM family_sigs WHERE banded = 0")}
+
+    def add_bands(self, db: Any, rows: list[tuple[int, int, str]], shas: list[str]) -> None:
+        db.executemany("INSERT OR IGNORE INTO family_bands (band, key, sha256) VALUES (?, ?, ?)", rows)
+        db.executemany("UPDATE family_sigs SET banded = 1 WHERE sha256 = ?", [(sha,) for sha in shas])
+
+    def delete_bands(self, db: Any, rows: list[tuple[int, int, str]]) -> None:
+        db.executemany("DELETE FROM family_bands WHERE band = ? AND key = ? AND sha256 = ?", rows)
 
     def rebuild_bands(self, db: Any, banding: Banding) -> None:
-        """New settings: every stored signature is banded again and placed again (families start over)."""
+        """New settings: every stored signature is banded and placed again (families start over)."""
         db.execute("DELETE FROM family_bands")
         db.execute("DELETE FROM families")
-        db.execute("UPDATE family_sigs SET pending = 1")
-        rows = db.execute("SELECT sha256, size, sig FROM family_sigs").fetchall()
-        db.executemany(
-            "INSERT OR IGNORE INTO family_bands (band, key, sha256) VALUES (?, ?, ?)",
-            [(band, key, sha) for sha, size, sig in rows for band, key in banding.keys(Signature(size, sig))],
-        )
+        db.execute("UPDATE family_sigs SET pending = 1, banded = 0")
+
+    def bucket_rows(self, keys: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
+        """(band, key, content) of every content in these buckets."""
+        rows: list[tuple[int, int, str]] = []
+        wanted = sorted(set(keys))
+        for start in range(0, len(wanted), _PART):
+            part = wanted[start : start + _PART]
+            marks = ", ".join("(?, ?)" for _ in part)
+            rows.extend((int(r[0]), int(r[1]), str(r[2])) for r in self.db.execute(
+                f"SELECT band, key, sha256 FROM family_bands WHERE (band, key) IN (VALUES {marks})",
+                [x for pair in part for x in pair]))
+        return sorted(rows)
+
+    def all_bucket_rows(self) -> Iterable[tuple[int, int, str]]:
+        rows = self.db.execute("SELECT band, key, sha256 FROM family_bands ORDER BY band, key, sha256")
+        return (tuple(r) for r in rows)
+
+    def count_signatures(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM family_sigs").fetchone()[0])
 
     def pending(self) -> list[str]:
         return [r[0] for r in self._all("SELECT sha256 FROM family_sigs WHERE pending = 1 ORDER BY sha256")]
@@ -125,16 +159,6 @@ class SqliteFamilies:
             "SELECT s.sha256 FROM family_sigs s WHERE NOT EXISTS (SELECT 1 FROM contents c "
             "WHERE c.sha256 = s.sha256 AND c.status = 'indexed') UNION SELECT f.sha256 FROM families f "
             "WHERE NOT EXISTS (SELECT 1 FROM family_sigs s WHERE s.sha256 = f.sha256)")})
-
-    def mates(self, shas: list[str], limit: int) -> dict[str, list[str]]:
-        """Per content, the contents sharing at least one LSH bucket with it (at most `limit`, by hash)."""
-        out: dict[str, set[str]] = {}
-        rows = self._in(
-            "SELECT a.sha256, b.sha256 FROM family_bands a JOIN family_bands b ON a.band = b.band AND a.key = b.key "
-            "WHERE a.sha256 IN ({}) AND b.sha256 <> a.sha256", shas)
-        for a, b in rows:
-            out.setdefault(a, set()).add(b)
-        return {sha: sorted(found)[:limit] for sha, found in out.items()}
 
     def signatures(self, shas: Iterable[str]) -> dict[str, Signature]:
         return {r[0]: Signature(int(r[1]), bytes(r[2])) for r in self._in(
@@ -150,8 +174,8 @@ class SqliteFamilies:
         return row[0] if row else None
 
     def write(self, db: Any, assign: dict[str, str], delete: list[str], done: list[str]) -> None:
+        """Families after a step; `delete`: contents gone (their bands are deleted by the caller)."""
         db.executemany("DELETE FROM families WHERE sha256 = ?", [(sha,) for sha in delete])
-        db.executemany("DELETE FROM family_bands WHERE sha256 = ?", [(sha,) for sha in delete])
         db.executemany("DELETE FROM family_sigs WHERE sha256 = ?", [(sha,) for sha in delete])
         db.executemany("INSERT OR REPLACE INTO families (sha256, family) VALUES (?, ?)", sorted(assign.items()))
         db.executemany("UPDATE family_sigs SET pending = 0 WHERE sha256 = ?", [(sha,) for sha in done])
@@ -233,28 +257,54 @@ class PgFamilies:
         if not items:
             return
         items = sorted(items, key=lambda item: item[0])
-        db.execute("DELETE FROM family_bands WHERE sha256 = ANY(%s)", ([sha for sha, _ in items],))
+        old = {r[0]: Signature(int(r[1]), bytes(r[2])) for r in db.execute(
+            "SELECT sha256, size, sig FROM family_sigs WHERE banded = 1 AND sha256 = ANY(%s)",
+            ([sha for sha, _ in items],)).fetchall()}
+        self.delete_bands(db, [(band, key, sha) for sha, sig in old.items() for band, key in banding.keys(sig)])
         with db.cursor() as cur:
             cur.executemany(
-                "INSERT INTO family_sigs (sha256, size, sig, pending) VALUES (%s, %s, %s, 1) ON CONFLICT (sha256) "
-                "DO UPDATE SET size = EXCLUDED.size, sig = EXCLUDED.sig, pending = 1",
+                "INSERT INTO family_sigs (sha256, size, sig, pending, banded) VALUES (%s, %s, %s, 1, 0) "
+                "ON CONFLICT (sha256) DO UPDATE SET size = EXCLUDED.size, sig = EXCLUDED.sig, pending = 1, banded = 0",
                 [(sha, sig.size, sig.hashes) for sha, sig in items],
             )
+
+    def unbanded(self) -> dict[str, Signature]:
+        return {r[0]: Signature(int(r[1]), bytes(r[2])) for r in self._all(
+            "SELECT sha256, size, sig FROM family_sigs WHERE banded = 0")}
+
+    def add_bands(self, db: Any, rows: list[tuple[int, int, str]], shas: list[str]) -> None:
+        with db.cursor() as cur:
             cur.executemany(
-                "INSERT INTO family_bands (band, key, sha256) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                [(band, key, sha) for sha, sig in items for band, key in banding.keys(sig)],
-            )
+                "INSERT INTO family_bands (band, key, sha256) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", rows)
+        if shas:
+            db.execute("UPDATE family_sigs SET banded = 1 WHERE sha256 = ANY(%s)", (sorted(shas),))
+
+    def delete_bands(self, db: Any, rows: list[tuple[int, int, str]]) -> None:
+        if rows:
+            db.execute(
+                "DELETE FROM family_bands WHERE (band, key, sha256) IN "
+                "(SELECT * FROM unnest(%s::int[], %s::bigint[], %s::text[]))",
+                ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]))
 
     def rebuild_bands(self, db: Any, banding: Banding) -> None:
         db.execute("DELETE FROM family_bands")
         db.execute("DELETE FROM families")
-        db.execute("UPDATE family_sigs SET pending = 1")
-        rows = db.execute("SELECT sha256, size, sig FROM family_sigs").fetchall()
-        with db.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO family_bands (band, key, sha256) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                [(band, key, sha) for sha, size, sig in rows for band, key in banding.keys(Signature(size, sig))],
-            )
+        db.execute("UPDATE family_sigs SET pending = 1, banded = 0")
+
+    def bucket_rows(self, keys: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
+        wanted = sorted(set(keys))
+        if not wanted:
+            return []
+        return sorted(tuple(r) for r in self._all(
+            "SELECT band, key, sha256 FROM family_bands WHERE (band, key) IN "
+            "(SELECT * FROM unnest(%s::int[], %s::bigint[]))", ([k[0] for k in wanted], [k[1] for k in wanted])))
+
+    def all_bucket_rows(self) -> Iterable[tuple[int, int, str]]:
+        return [tuple(r) for r in self._all(
+            "SELECT band, key, sha256 FROM family_bands ORDER BY band, key, sha256 COLLATE \"C\"")]
+
+    def count_signatures(self) -> int:
+        return int(self.pg.execute("SELECT count(*) FROM family_sigs").fetchone()[0])
 
     def pending(self) -> list[str]:
         return [r[0] for r in self._all("SELECT sha256 FROM family_sigs WHERE pending = 1 ORDER BY sha256")]
@@ -264,15 +314,6 @@ class PgFamilies:
             "SELECT s.sha256 FROM family_sigs s WHERE NOT EXISTS (SELECT 1 FROM contents c "
             "WHERE c.sha256 = s.sha256 AND c.status = 'indexed') UNION SELECT f.sha256 FROM families f "
             "WHERE NOT EXISTS (SELECT 1 FROM family_sigs s WHERE s.sha256 = f.sha256)")})
-
-    def mates(self, shas: list[str], limit: int) -> dict[str, list[str]]:
-        out: dict[str, set[str]] = {}
-        for part in _parts(shas):
-            for a, b in self._all(
-                    "SELECT a.sha256, b.sha256 FROM family_bands a JOIN family_bands b ON a.band = b.band "
-                    "AND a.key = b.key WHERE a.sha256 = ANY(%s) AND b.sha256 <> a.sha256", (part,)):
-                out.setdefault(a, set()).add(b)
-        return {sha: sorted(found)[:limit] for sha, found in out.items()}
 
     def signatures(self, shas: Iterable[str]) -> dict[str, Signature]:
         out: dict[str, Signature] = {}
@@ -292,7 +333,6 @@ class PgFamilies:
     def write(self, db: Any, assign: dict[str, str], delete: list[str], done: list[str]) -> None:
         if delete:
             db.execute("DELETE FROM families WHERE sha256 = ANY(%s)", (delete,))
-            db.execute("DELETE FROM family_bands WHERE sha256 = ANY(%s)", (delete,))
             db.execute("DELETE FROM family_sigs WHERE sha256 = ANY(%s)", (delete,))
         with db.cursor() as cur:
             cur.executemany(
@@ -334,6 +374,32 @@ class PgFamilies:
                 "(SELECT count(*) FROM files f WHERE f.sha256 = c.sha256) "
                 "FROM contents c WHERE c.status = 'indexed' AND c.sha256 = ANY(%s)", (part,)))
         return [_detail(r) for r in rows if r[6] is not None]
+
+
+def bucket_mates(rows: Iterable[Any], wanted: set[str], limit: int) -> dict[str, list[str]]:
+    """`mates` from (band, key, sha) rows in bucket order: every pair of contents sharing a bucket."""
+    out: dict[str, set[str]] = {}
+    bucket: list[str] = []
+    last: tuple[int, int] | None = None
+
+    def flush() -> None:
+        if len(bucket) > 1:
+            head = bucket[:limit]  # a bucket of thousands (one template): each joins its first `limit`
+            for sha in bucket:
+                if sha in wanted:
+                    out.setdefault(sha, set()).update(head)
+            for sha in head:  # and they see the rest, so that pairs are found from either side
+                if sha in wanted and len(bucket) > limit:
+                    out[sha].update(bucket[limit : 2 * limit])
+        bucket.clear()
+
+    for band, key, sha in rows:
+        if (band, key) != last:
+            flush()
+            last = (band, key)
+        bucket.append(sha)
+    flush()
+    return {sha: sorted(found - {sha})[:limit] for sha, found in out.items()}
 
 
 def _detail(row: Any) -> dict[str, Any]:
