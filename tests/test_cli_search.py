@@ -93,3 +93,36 @@ def test_eval_command_reports_metrics(sample_index: Path, model_cache: Path, tmp
 def test_search_without_index_says_what_to_do(tmp_path: Path, model_cache: Path) -> None:
     result = run(["search", "x", "--index", str(tmp_path / "none")], model_cache)
     assert result.exit_code == 2 and "nbrecall index" in result.output
+
+
+def test_status_json_has_every_count_progress_and_each_quarantined_file(sample_index: Path,
+                                                                          model_cache: Path) -> None:
+    result = run(["status", "--index", str(sample_index), "--json"], model_cache)
+    assert result.exit_code == 0, result.output
+    status = json.loads(result.stdout)
+    counts = status["counts"]
+    assert set(counts) >= {"files", "notebooks", "quarantined", "chunks", "embedded", "waiting_for_a_vector"}
+    assert counts["notebooks"] >= 6 and counts["chunks"] > 0
+    assert 0.0 <= status["embedding_progress"] <= 1.0
+    assert status["embedding_progress"] == round(counts["embedded"] / counts["chunks"], 4)
+    (broken,) = status["quarantined"]
+    assert broken["path"] == "scratch/broken.ipynb" and broken["reason"].startswith("truncated JSON")
+    assert broken["sha256"] and broken["root"]
+
+
+def test_status_shows_reasons_as_written_and_unwrapped(tmp_path: Path, model_cache: Path) -> None:
+    """A reason that quotes nbformat's id pattern keeps its brackets (they are no Rich markup), on one line."""
+    archive = tmp_path / ("a-folder-with-a-rather-long-name-" * 3)
+    archive.mkdir()
+    bad = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+           "cells": [{"id": "not valid!", "cell_type": "markdown", "metadata": {}, "source": "x"}]}
+    (archive / "bad_id.ipynb").write_text(json.dumps(bad), encoding="utf-8")
+    index = tmp_path / "idx"
+    indexed = run(["index", str(archive), "--index", str(index), "--no-vectors"], model_cache)
+    assert indexed.exit_code == 0, indexed.output
+    result = run(["status", "--index", str(index)], model_cache)
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.stdout.splitlines() if "bad_id.ipynb" in line)
+    assert "'^[a-zA-Z0-9-_]+$'" in line
+    as_json = json.loads(run(["status", "--index", str(index), "--json"], model_cache).stdout)
+    assert "'^[a-zA-Z0-9-_]+$'" in as_json["quarantined"][0]["reason"]

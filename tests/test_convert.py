@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from nbrecall.cli import app
 from nbrecall.convert.depmap import render_dependency_svg
-from nbrecall.convert.markdown import ConvertedNotebook, ConvertOptions, cell_header, convert_notebook
+from nbrecall.convert.markdown import ConvertedNotebook, ConvertOptions, compact_header, convert_notebook
 from nbrecall.convert.report import FidelityFigures, render_report
 from nbrecall.convert.run import ConvertResult, convert_file
 from nbrecall.convert.tokens import count_llm_tokens
@@ -37,11 +37,13 @@ SAMPLES = {
 }
 BROKEN = "scratch/broken.ipynb"
 
-HEADER_RE = re.compile(r"^## Cell \[(\d+)\] · type:(code|markdown|raw)(?: · In\[(\d+| )\])? · id:(\S+)$", re.M)
-# Lines of markdown cells that carry pasted image data; the converter replaces them by [Figure: …] placeholders.
+HEADER_RE = re.compile(r"^## Cell (\d+) (code|markdown|raw)(?: In\[(\d+| )\])?(?: [^\n]*?)??(?: id:(\S+))?$", re.M)
+# Lines of markdown cells that carry pasted image data; the converter replaces them by ![…](NAME_files/…) images.
 IMAGE_LINE_RE = re.compile(r"data:image/[\w.+-]+;base64|attachment:", re.I)
 DATA_URI_RE = re.compile(r"data:image/[\w.+-]+;base64,[A-Za-z0-9+/=]{16,}", re.I)
-FIGURE_RE = re.compile(r"\[Figure: (\S+) · ([\w.+-]+/[\w.+-]+), [^\]]+\]")
+# Images the converter wrote (remote and relative images of markdown cells stay as the notebook has them)
+FIGURE_RE = re.compile(
+    r"!\[(?:[^\[\]\n]|\\[\[\]]|\[[^\[\]\n]*\])*\]\(([^()\s]*_files/cell\d+-\d+\.(png|jpg|gif|svg|pdf|bin))\)")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -58,9 +60,9 @@ def _header_positions(nb: Notebook, lines: list[str]) -> tuple[list[int], list[s
     start = 0
     for cell in nb.cells:
         try:
-            start = lines.index(cell_header(cell), start)
+            start = lines.index(compact_header(cell), start)
         except ValueError:
-            return positions, [f"Cell [{cell.index}]: header {cell_header(cell)!r} missing or out of order"]
+            return positions, [f"Cell [{cell.index}]: header {compact_header(cell)!r} missing or out of order"]
         positions.append(start)
         start += 1
     return positions, []
@@ -69,8 +71,8 @@ def _header_positions(nb: Notebook, lines: list[str]) -> tuple[list[int], list[s
 def source_problems(nb: Notebook, markdown: str) -> list[str]:
     """Every source line of every code and markdown cell, as a whole line, in order, inside its cell's section.
 
-    Trailing whitespace is not compared (the converter trims the end of the document). Markdown lines holding
-    pasted image data are skipped: they become [Figure: …] placeholders.
+    Trailing whitespace is not compared. Markdown lines holding pasted image data are skipped: they become
+    ![…](NAME_files/…) images. A cell of whitespace only is its header alone.
     """
     lines = [line.rstrip() for line in markdown.split("\n")]
     positions, problems = _header_positions(nb, lines)
@@ -78,8 +80,8 @@ def source_problems(nb: Notebook, markdown: str) -> list[str]:
         return problems
     ends = positions[1:] + [len(lines)] if positions else []
     for cell, begin, end in zip(nb.cells, positions, ends, strict=True):
-        if cell.cell_type not in ("code", "markdown"):
-            continue
+        if cell.cell_type not in ("code", "markdown") or not cell.source.strip():
+            continue  # a blank cell is its header alone
         at = begin + 1
         for number, line in enumerate(cell.source.split("\n"), start=1):
             if cell.is_markdown and IMAGE_LINE_RE.search(line):
@@ -108,8 +110,8 @@ def figure_problems(converted: ConvertedNotebook, nb: Notebook) -> list[str]:
 
 
 def section(markdown: str, index: int) -> str:
-    """The text under `## Cell [index]` up to the next cell header."""
-    match = re.search(rf"^## Cell \[{index}\] · .*$", markdown, re.M)
+    """The text under `## Cell index` up to the next cell header."""
+    match = re.search(rf"^## Cell {index} .*$", markdown, re.M)
     assert match, f"no header for Cell [{index}]"
     following = HEADER_RE.search(markdown, match.end())
     return markdown[match.end(): following.start() if following else len(markdown)]
@@ -146,7 +148,7 @@ def test_every_cell_has_a_header_in_order(name: str, converted: dict[str, Conver
     found = HEADER_RE.findall(markdown)
     expected = [(str(c.index), c.cell_type,
                  ("" if not c.is_code else str(c.execution_count) if c.execution_count is not None else " "),
-                 c.id) for c in nb.cells]
+                 "" if c.id_is_synthetic else c.id) for c in nb.cells]
     assert found == expected
     assert markdown.startswith(f"# {SAMPLES[name]}\n")
 
@@ -154,17 +156,20 @@ def test_every_cell_has_a_header_in_order(name: str, converted: dict[str, Conver
 def test_code_cells_show_in_n_or_blank() -> None:
     nb = _nb("pile_capacity")
     markdown = convert_notebook(nb, "pile_capacity").markdown
-    assert "## Cell [5] · type:code · In[7] · id:" in markdown
-    assert "## Cell [8] · type:code · In[ ] · id:" in markdown  # never run
-    assert "## Cell [0] · type:markdown · id:" in markdown
-    assert "In[" not in next(line for line in markdown.splitlines() if line.startswith("## Cell [0]"))
+    assert f"## Cell 5 code In[7] id:{nb.cells[5].id}\n" in markdown
+    assert f"## Cell 8 code In[ ] id:{nb.cells[8].id}\n" in markdown  # never run
+    assert f"## Cell 0 markdown id:{nb.cells[0].id}\n" in markdown
+    assert "In[" not in next(line for line in markdown.splitlines() if line.startswith("## Cell 0 "))
 
 
-def test_synthetic_ids_of_old_files_are_in_headers() -> None:
+def test_derived_ids_of_old_files_are_only_in_the_report(converted: dict[str, ConvertResult]) -> None:
     nb = _nb("stability_check")  # nbformat 3: ids made up from index and source
-    markdown = convert_notebook(nb, "stability_check").markdown
+    result = converted["stability_check"]
+    markdown = result.converted.markdown
     assert all(c.id_is_synthetic for c in nb.cells)
-    assert "## Cell [0] · type:markdown · id:c0-" in markdown
+    assert "## Cell 0 markdown\n" in markdown and " id:" not in markdown
+    report = next(p for p in result.written if p.name.endswith(".report.md")).read_text(encoding="utf-8")
+    assert f"| 0 | `{nb.cells[0].id}` *derived* | markdown |" in report and nb.cells[0].id.startswith("c0-")
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -180,16 +185,16 @@ def test_source_check_catches_a_lost_line() -> None:
     assert damaged != markdown
     assert source_problems(nb, damaged) == ["Cell [5] (code) line 4 lost: "
                                             "'    \"L_emb\": 38.0,    # embedded length below seabed [m]'"]
-    moved = markdown.replace("## Cell [9]", "## Cell [X]", 1)
+    moved = markdown.replace("## Cell 9 ", "## Cell X ", 1)
     assert "header" in source_problems(nb, moved)[0]
 
 
 def test_sources_with_backtick_fences_and_odd_text_are_kept_whole() -> None:
     nb_json = {
-        "nbformat": 4, "nbformat_minor": 5, "metadata": {},
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {"language_info": {"name": "python"}},
         "cells": [
             {"id": "a", "cell_type": "markdown", "metadata": {},
-             "source": "```python\nx = 1\n```\n\n## Cell [7] · not a header\n"},
+             "source": "```python\nx = 1\n```\n\n## Cell 7 code not a header\n"},
             {"id": "b", "cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
              "source": 'doc = """\n```\nfenced inside a string\n````\n"""\r\n\ttab = "\\u00e9 ü"'},
         ],
@@ -263,10 +268,10 @@ def test_figures_are_written_as_files_and_placeholders_point_at_them(converted: 
         markdown = md_path.read_text(encoding="utf-8")
         links = FIGURE_RE.findall(markdown)
         assert sorted(link for link, _ in links) == sorted(f"{name}_files/{f}" for f in files)
-        for link, mime in links:
+        for link, extension in links:
             target = md_path.parent / link
             assert target.is_file(), link
-            assert mime == "image/png"
+            assert extension == "png"
             assert target.read_bytes() == files[target.name]
             assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
         assert "base64" not in markdown
@@ -277,7 +282,7 @@ def test_figures_are_written_as_files_and_placeholders_point_at_them(converted: 
     ballast = converted["ballast_distribution"].converted.markdown
     plot = section(ballast, 13)
     assert "Ballast distribution along the hull (x: Distance from AP [m], y: Ballast volume [m3])" in plot
-    assert "[Figure: ballast_distribution_files/cell1-1.png · image/png, 216 B]" in section(ballast, 1)
+    assert "![sketch](ballast_distribution_files/cell1-1.png)" in section(ballast, 1)
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -292,15 +297,16 @@ def test_no_base64_in_any_sample_output(name: str, converted: dict[str, ConvertR
 def test_v3_png_output_becomes_a_file(converted: dict[str, ConvertResult]) -> None:
     result = converted["stability_check"]
     assert list(result.converted.files) == ["cell13-1.png"]
-    assert "[Figure: stability_check_files/cell13-1.png · image/png" in section(result.converted.markdown, 13)
+    assert "](stability_check_files/cell13-1.png)" in section(result.converted.markdown, 13)
 
 
 def test_markdown_image_alt_text_appears_once(converted: dict[str, ConvertResult]) -> None:
     """The alt text stays in place after the mark and is not repeated as a caption."""
     ballast = section(converted["ballast_distribution"].converted.markdown, 1)
-    assert "[Figure: ballast_distribution_files/cell1-1.png · image/png, 216 B] sketch\n" in ballast
+    assert "![sketch](ballast_distribution_files/cell1-1.png)\n" in ballast and "sketch sketch" not in ballast
     glossary = section(converted["glossary_hydrostatics"].converted.markdown, 6)
-    assert "276 B] metacentre" in glossary and "metacentre metacentre" not in glossary
+    assert "![metacentre](glossary_hydrostatics_files/cell6-1.png)" in glossary
+    assert "metacentre metacentre" not in glossary and ") metacentre" not in glossary
 
 
 def test_table_output_is_closed_before_its_shape_line(converted: dict[str, ConvertResult]) -> None:
@@ -321,7 +327,7 @@ def test_conversion_emits_no_python_warnings() -> None:
         warnings.simplefilter("always")
         result = convert_notebook(nb, "escapes")
     assert [str(w.message) for w in caught] == []
-    assert "[Figure: escapes_files/cell0-1.png · image/png, 8 B] \\d+ \\w" in result.markdown
+    assert "![\\d+ \\w](escapes_files/cell0-1.png)" in result.markdown
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -330,45 +336,50 @@ def test_conversion_emits_no_python_warnings() -> None:
 
 def test_pile_capacity_dependency_lines_and_order_warnings(converted: dict[str, ConvertResult]) -> None:
     markdown = converted["pile_capacity"].converted.markdown
-    assert "> Execution: did NOT run top to bottom" in markdown
-    assert "> Imported names (ambient, not dependency edges): np, pd" in markdown
-    assert "> depends on: soil (defined in Cell [3]) — approximate" in section(markdown, 7)
-    assert ("> depends on: soil (defined in Cell [3]); pile (defined in Cell [5]) — approximate"
-            in section(markdown, 10))
-    assert ("> depends on: A_steel, pile (defined in Cell [5]); Q_s, Q_b (defined in Cell [11]) — approximate"
-            in section(markdown, 13))
+    preamble = markdown.split("\n")[2]
+    assert preamble.startswith("> nbformat 4.5 · kernel python3 (python 3.7.3) · 15 cells (8 code, 7 markdown) · "
+                               "did NOT run top to bottom (3 out of order, 1 never run)")
+    assert "errors in cells 10" in preamble and "health 0." in preamble
+    assert "Imported names" not in markdown  # the sources hold the imports
+    assert "> uses soil (Cell 3)\n" in section(markdown, 7)  # Cell 5 is the code cell above
+    assert "> uses soil (Cell 3); pile (Cell 5)\n" in section(markdown, 10)
+    # A_steel and pile come from Cell 5, Q_s and Q_b from Cell 11, the code cell right above: left out
+    assert "> uses A_steel, pile (Cell 5)\n" in section(markdown, 13)
     out_of_order = {7: 3, 10: 5, 11: 6}
     for index in range(15):
         text = section(markdown, index)
         if index in out_of_order:
-            assert f"> ⚠ execution order: In[{out_of_order[index]}] runs below Cell [5] In[7]" in text
+            assert f"> ⚠ out of order: In[{out_of_order[index]}] runs below Cell 5 In[7]" in text
         else:
-            assert "execution order:" not in text, index
+            assert "out of order" not in text, index
     never = section(markdown, 8)
-    assert "> ⚠ never run in the saved notebook (no execution count)" in never
-    assert "> ⚠ Cell [8] uses Q_s defined later in Cell [11] — approximate" in never
-    assert "depends on:" not in section(markdown, 2)  # imports only: ambient, no edge
+    assert "never run" not in never  # the header's In[ ] says it
+    assert "> ⚠ uses Q_s defined later in Cell 11" in never
+    assert "> uses" not in section(markdown, 2)  # imports only: ambient, no edge
     # the hints sit between the header and the source fence
     text = section(markdown, 7)
-    assert text.index("> depends on:") < text.index("```python")
+    assert text.index("> uses") < text.index("```python")
 
 
 def test_ballast_ran_top_to_bottom_has_no_order_warnings(converted: dict[str, ConvertResult]) -> None:
     markdown = converted["ballast_distribution"].converted.markdown
-    assert "> Execution: ran top to bottom; 100% of code cells executed" in markdown
+    assert " · ran top to bottom" in markdown.split("\n")[2]
+    assert "executed" not in markdown.split("\n")[2]  # implied by a run top to bottom
     assert "⚠" not in markdown
-    assert "> depends on: summary (defined in Cell [7]) — approximate" in section(markdown, 8)
 
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_dependency_lines_match_the_analysis(name: str, converted: dict[str, ConvertResult]) -> None:
+    """Every edge but those from the code cell right above the using cell has its `uses` line."""
     result = converted[name].converted
-    edges = result.analysis.edges
+    code = sorted(result.analysis.cells)
+    above = {index: max((i for i in code if i < index), default=None) for index in code}
+    edges = [e for e in result.analysis.edges if e.src != above[e.dst]]
     for index in {e.dst for e in edges}:
         text = section(result.markdown, index)
         for edge in (e for e in edges if e.dst == index):
-            assert f"{', '.join(edge.names)} (defined in Cell [{edge.src}])" in text
-    with_line = {int(m) for m in re.findall(r"^## Cell \[(\d+)\].*\n\n> depends on:", result.markdown, re.M)}
+            assert f"{', '.join(edge.names)} (Cell {edge.src})" in text
+    with_line = {int(m) for m in re.findall(r"^## Cell (\d+) .*\n\n> uses ", result.markdown, re.M)}
     assert with_line == {e.dst for e in edges}
 
 
@@ -384,9 +395,10 @@ def test_report_has_cell_map_sizes_and_limits(name: str, converted: dict[str, Co
     report = report_path.read_text(encoding="utf-8")
     assert report.startswith(f"# Fidelity report: {SAMPLES[name]}\n")
 
-    rows = re.findall(r"^\| (\d+) \| `([^`]+)` \| (code|markdown|raw) \| ([^|]*) \|", report, re.M)
-    assert [(int(i), cid, kind) for i, cid, kind, _ in rows] == [(c.index, c.id, c.cell_type) for c in nb.cells]
-    for (_, _, kind, count), cell in zip(rows, nb.cells, strict=True):
+    rows = re.findall(r"^\| (\d+) \| `([^`]+)`( \*derived\*)? \| (code|markdown|raw) \| ([^|]*) \|", report, re.M)
+    assert [(int(i), cid, bool(derived), kind) for i, cid, derived, kind, _ in rows] == [
+        (c.index, c.id, c.id_is_synthetic, c.cell_type) for c in nb.cells]
+    for (_, _, _, kind, count), cell in zip(rows, nb.cells, strict=True):
         if kind == "code":
             assert count.strip() == (str(cell.execution_count) if cell.execution_count is not None else "—")
 
@@ -413,7 +425,7 @@ def test_pile_capacity_report_notes_and_warnings(converted: dict[str, ConvertRes
     row8 = next(line for line in report.splitlines() if line.startswith("| 8 |"))
     assert "| — |" in row8 and "never run" in row8
     row7 = next(line for line in report.splitlines() if line.startswith("| 7 |"))
-    assert "execution order: In[3] runs below Cell [5] In[7]" in row7
+    assert "out of order: In[3] runs below Cell 5 In[7]" in row7
     assert "- Cell [10] raised KeyError: 'pile_diameter'" in report
     assert "dependency edges: " in report
 
@@ -460,7 +472,7 @@ def test_cli_stdout_prints_one_notebook(tmp_path: Path, monkeypatch: pytest.Monk
     expected = convert_file(path, None).converted
     assert expected is not None
     assert result.stdout == expected.markdown
-    assert result.stdout.count("## Cell [") == 15
+    assert result.stdout.count("## Cell ") == 15
     assert list(tmp_path.iterdir()) == []
     assert not list(path.parent.glob("*.md"))  # nothing written beside the sample
 
@@ -564,6 +576,100 @@ def test_odd_but_valid_outputs_do_not_stop_a_conversion() -> None:
     nb = read_notebook_bytes(json.dumps(nb_json).encode(), "odd.ipynb")
     result = convert_notebook(nb, "odd", ConvertOptions(max_output_chars=50))
     assert [r.index for r in result.cells] == [0, 1, 2]
-    assert "## Cell [2] · type:raw · id:c" in result.markdown
+    assert "## Cell 2 raw id:c\n" in result.markdown
     assert "attachment:missing.png" in result.markdown  # a missing attachment stays as written
     assert "\x1b" not in result.markdown
+
+
+# ---------------------------------------------------------------------------------------------------------
+# facts that hold, informative outputs, the default folder (issue 15)
+
+
+def _convert_json(cells: list[dict], metadata: dict | None = None, minor: int = 5) -> ConvertedNotebook:
+    nb_json = {"nbformat": 4, "nbformat_minor": minor, "metadata": metadata or {}, "cells": cells}
+    return convert_notebook(read_notebook_bytes(json.dumps(nb_json).encode(), "facts.ipynb"), "facts")
+
+
+def test_headers_of_empty_and_markdown_only_notebooks_claim_no_run() -> None:
+    empty = _convert_json([])
+    assert empty.markdown.split("\n")[2] == "> nbformat 4.5 · kernel unknown · 0 cells"
+    prose = _convert_json([{"id": "m", "cell_type": "markdown", "metadata": {}, "source": "# Notes"}])
+    line = prose.markdown.split("\n")[2]
+    assert line == "> nbformat 4.5 · kernel unknown · 1 cells (1 markdown)"
+    assert "ran" not in prose.markdown and "health" not in prose.markdown and "executed" not in prose.markdown
+
+
+def test_kernel_facts_and_one_word_fence_labels() -> None:
+    wolfram = _convert_json(
+        [{"id": "w", "cell_type": "code", "metadata": {}, "source": "Plot[Sin[x], {x, 0, 2 Pi}]",
+          "execution_count": 1, "outputs": []}],
+        {"kernelspec": {"name": "wolframlanguage13", "language": "Wolfram Language", "display_name": "WL 13"},
+         "language_info": {"name": "Wolfram Language", "version": "13.1"}})
+    assert "· kernel wolframlanguage13 (wolfram language 13.1) ·" in wolfram.markdown
+    assert "```wolfram\nPlot[Sin[x]" in wolfram.markdown
+
+
+def test_raw_cells_show_their_mimetype_and_unknown_cells_are_raw() -> None:
+    raw = _convert_json([{"id": "r", "cell_type": "raw", "metadata": {"raw_mimetype": "text/restructuredtext"},
+                          "source": "Title\n====="}])
+    assert "## Cell 0 raw text/restructuredtext id:r\n\n```restructuredtext\nTitle\n=====\n```" in raw.markdown
+    future = _convert_json([{"id": "q", "cell_type": "quiz", "metadata": {}, "source": "2 + 2?"}], minor=99)
+    assert "## Cell 0 raw (unknown cell type 'quiz', shown raw) id:q" in future.markdown
+    assert any("unknown cell type 'quiz'" in w for w in future.warnings)
+
+
+def test_outputs_that_say_nothing_are_left_out_and_broken_images_reported() -> None:
+    converted = _convert_json([{
+        "id": "p", "cell_type": "code", "metadata": {}, "execution_count": 3,
+        "source": "plt.plot(x)\nplt.title('Load')",
+        "outputs": [
+            {"output_type": "execute_result", "execution_count": 3, "metadata": {},
+             "data": {"text/plain": "[<matplotlib.lines.Line2D at 0x7f0c5a1b2c40>]"}},
+            {"output_type": "execute_result", "execution_count": 3, "metadata": {},
+             "data": {"text/plain": "Text(0.5, 1.0, 'Load')"}},
+            {"output_type": "stream", "name": "stdout", "text": ""},
+            {"output_type": "display_data", "metadata": {}, "data": {"image/png": "", "text/plain": "<Figure>"}},
+            {"output_type": "stream", "name": "stdout", "text": "peak 12.5 kN\n"},
+        ]}], {"language_info": {"name": "python"}})
+    body = section(converted.markdown, 0)
+    assert "Line2D" not in body and "Text(0.5" not in body
+    assert body.count("```output") == 1 and "peak 12.5 kN" in body
+    assert "[broken image/png image, not written]" in body
+    assert converted.files == {}
+    assert any("Cell [0]" in w and "not written" in w for w in converted.warnings)
+
+
+def test_a_cell_id_repair_is_noted_in_the_report() -> None:
+    converted = _convert_json([
+        {"id": "same", "cell_type": "markdown", "metadata": {}, "source": "a"},
+        {"id": "same", "cell_type": "markdown", "metadata": {}, "source": "b"}])
+    assert "## Cell 0 markdown id:same\n" in converted.markdown
+    assert "## Cell 1 markdown\n" in converted.markdown  # derived: in the report's cell map only
+    assert any("duplicate cell id" in w for w in converted.warnings)
+
+
+def test_convert_writes_to_a_folder_in_the_working_directory_not_the_archive(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "archive" / "sub"
+    archive.mkdir(parents=True)
+    (archive / "good.ipynb").write_bytes((ARCHIVE / SAMPLES["old_coefficients"]).read_bytes())
+    bad = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+           "cells": [{"id": "not valid!", "cell_type": "markdown", "metadata": {}, "source": "x"}]}
+    (archive / "bad.ipynb").write_text(json.dumps(bad), encoding="utf-8")  # nbformat's validator rejects the id
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = CliRunner().invoke(app, ["convert", str(tmp_path / "archive")])
+    assert result.exit_code == 0, result.output  # some converted: 0, the unreadable one listed
+    assert sorted(p.name for p in archive.iterdir()) == ["bad.ipynb", "good.ipynb"]  # nothing written there
+    outdir = work / "nbrecall-converted"
+    assert (outdir / "sub" / "good.md").is_file() and (outdir / "sub" / "good.report.md").is_file()
+    lines = result.stderr.splitlines()
+    assert f"output folder: {outdir} (1 of 2 notebook(s) written)" in lines  # on one line: not wrapped
+    unreadable = next(line for line in lines if line.startswith("unreadable"))
+    assert "bad.ipynb" in unreadable and "'^[a-zA-Z0-9-_]+$'" in unreadable  # brackets are text, not markup
+    only_bad = CliRunner().invoke(app, ["convert", str(archive / "bad.ipynb"), "-o", str(tmp_path / "o")])
+    assert only_bad.exit_code == 1  # nothing converted
+    assert "convert never writes" not in result.output
+    help_text = _flat(CliRunner().invoke(app, ["convert", "--help"], env=WIDE).output)
+    assert "Exit code: 0 when every notebook was converted" in help_text and "nbrecall-converted" in help_text

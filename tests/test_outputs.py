@@ -199,7 +199,9 @@ def test_image_caption_from_markdown_above() -> None:
     (out,) = rendered("plt.plot(x)\nplt.show()", image_output(), markdown_above=md)
     assert out.text == "[figure: image/png, 3.0 KB] The plot below shows ballast per tank."
     (out,) = rendered("plt.plot(x)", image_output(), markdown_above="# Heading only\n```\ncode\n```")
-    assert out.text.endswith("] Heading only")
+    assert out.text == "[figure: image/png, 3.0 KB]"  # a heading that is not about the figure is no caption
+    (out,) = rendered("plt.plot(x)", image_output(), markdown_above="## Plot of the raw data\n```\ncode\n```")
+    assert out.text.endswith("] Plot of the raw data")
     (out,) = rendered("plt.plot(x)", image_output())
     assert out.text == "[figure: image/png, 3.0 KB]"
 
@@ -208,7 +210,8 @@ def test_figure_caption_rules() -> None:
     assert figure_caption("df.plot(title='Daily load')", None) == "Daily load"
     assert figure_caption("fig.suptitle('A')\nax.set(xlabel='t', ylabel='v')", None) == "A (x: t, y: v)"
     assert figure_caption("print 'py2'\nplt.title('Kept')", None) == "Kept"  # offending line masked
-    assert figure_caption("def (:\n", "Fallback sentence.") == "Fallback sentence."
+    assert figure_caption("def (:\n", "The figure shows the fallback.") == "The figure shows the fallback."
+    assert figure_caption("def (:\n", "Fallback sentence.") is None  # not about a figure
     assert figure_caption("plt.plot(x)", None) is None
     assert figure_caption("", "") is None
 
@@ -258,7 +261,9 @@ def test_plain_latex_markdown_kept_when_small_else_head_tail() -> None:
     small = render_output(Output("execute_result", data={"text/plain": "3803.0", "text/html": "<b>3</b>"}))
     assert (small.kind, small.text, small.mime) == ("text", "3803.0", "text/plain")
     latex = render_output(Output("execute_result", data={"text/latex": "$x^2$", "text/plain": "x**2"}))
-    assert (latex.text, latex.mime) == ("$x^2$", "text/latex")
+    assert (latex.text, latex.mime) == ("x**2", "text/plain")  # one line of plain text says it best
+    art = render_output(Output("execute_result", data={"text/latex": "$x^2$", "text/plain": " 2\nx "}))
+    assert (art.text, art.mime) == ("$x^2$", "text/latex")  # a pretty-printed 2-D form does not
     md = render_output(Output("display_data", data={"text/markdown": "**done**"}))
     assert md.text == "**done**"
     long_text = "\n".join(f"value {i}" for i in range(500))
@@ -348,3 +353,70 @@ def test_rules_never_raise_on_arbitrary_text() -> None:
             assert not render_output(output, limits=limits).text.startswith("[unreadable output")
         extract_markdown_images(a, {"a.png": {"image/png": b}})
         figure_caption(a, b)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the informative representation (issue 15)
+
+
+def test_an_object_repr_loses_to_the_visible_text_of_html() -> None:
+    html = v4.new_output("display_data", data={
+        "text/html": "<h3>Summary</h3><p>Total load <b>1,284.6 kN</b></p><script>x()</script>",
+        "text/plain": "<IPython.core.display.HTML object>"})
+    note = v4.new_output("execute_result", execution_count=1, data={
+        "text/html": "<div class='note'>Remember the <em>safety factor</em> 1.5</div>",
+        "text/plain": "<__main__.Note at 0x7f3a2c1d9e50>"})
+    real = v4.new_output("execute_result", execution_count=1, data={
+        "text/html": "<b>3803.0</b> m3", "text/plain": "3803.0"})
+    outs = rendered("show()", html, note, real)
+    assert [(o.kind, o.text) for o in outs] == [
+        ("html", "Summary\n\nTotal load 1,284.6 kN"),
+        ("html", "Remember the safety factor 1.5"),
+        ("text", "3803.0"),  # a real value's own text still wins
+    ]
+
+
+def test_an_object_repr_loses_to_an_image_in_html() -> None:
+    """Mathematica's kernel sends `-Graphics-` with the picture as an <img> of its HTML."""
+    out = render_output(Output("display_data", data={
+        "text/html": f"<img alt='plot' src='data:image/png;base64,{PNG_B64}'>", "text/plain": "-Graphics-"}))
+    assert out.kind == "figure" and out.figure is not None and out.figure.data == PNG
+
+
+def test_an_image_typesetting_latex_gives_the_text() -> None:
+    """sympy's init_printing(use_latex='png'): the png only renders the formula; the value is in the text."""
+    png_math = Output("execute_result", data={"image/png": PNG_B64, "text/latex": r"$\left\{ A : 4\right\}$",
+                                              "text/plain": "{A: 4, B: -2, C: -6}"})
+    out = render_output(png_math)
+    assert (out.kind, out.text) == ("text", "{A: 4, B: -2, C: -6}")
+
+
+def test_widgets_keep_a_text_that_says_something() -> None:
+    label = v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "m1", "version_major": 2},
+        "text/plain": "Label(value='Hello World')"})
+    bare = v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "m2", "version_major": 2},
+        "text/plain": "IntProgress(value=10, max=10)"})
+    outs = rendered("w", label, bare)
+    assert [o.text for o in outs] == ["[widget output] Label(value='Hello World')", "[widget output]"]
+
+
+@pytest.mark.parametrize("payload", ["", "bm90IGFuIGltYWdl", "@@@@"])  # empty, "not an image", not base64
+def test_a_broken_image_has_no_data(payload: str) -> None:
+    out = render_output(Output("display_data", data={"image/png": payload, "text/plain": "<Figure>"}))
+    assert out.kind == "figure" and out.figure is not None and out.figure.broken
+    assert "broken image" in out.text
+
+
+def test_captions_come_from_markdown_only_when_it_is_about_the_figure() -> None:
+    plot = "plt.plot(t, load)\nplt.show()"
+    off_topic = "Note that the problem is solved when one upgrades to IRKernel 1.0.0."
+    assert figure_caption(plot, off_topic) is None
+    assert figure_caption("x = 1", "<script>alert('markdown cell')</script>") is None
+    assert figure_caption(plot, "We look at the load over time t.") == "We look at the load over time t."
+    assert figure_caption(plot, "The chart below compares the two runs.") == "The chart below compares the two runs."
+    titled = "plt.plot(t, load)\nplt.title('Hook load')"
+    assert figure_caption(titled, off_topic) == "Hook load"  # else from the code's titles
+    (out,) = rendered(plot, image_output(), markdown_above=off_topic)
+    assert out.text == "[figure: image/png, 3.0 KB]"  # else none

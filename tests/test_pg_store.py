@@ -52,10 +52,10 @@ def store(pg_url: str, pg_schema: str) -> PgStore:
 def test_schema_is_created_once_versioned_and_checks_the_dimension(pg_url: str, pg_schema: str) -> None:
     first = PgStore.connect(pg_url, DIM, pg_schema)
     again = PgStore.connect(pg_url, DIM, pg_schema)  # idempotent
-    assert again.db.version("store") == (2, DIM)
+    assert again.db.version("store") == (3, DIM)
     assert first.db.execute("SHOW hnsw.iterative_scan").fetchone()[0] == "relaxed_order"
     moved = PgStore.connect(pg_url, 16, pg_schema)  # empty: the column follows the model
-    assert moved.db.version("store") == (2, 16)
+    assert moved.db.version("store") == (3, 16)
     moved.replace_notebooks([], [chunk("c1", "s1", "text", np.ones(16, dtype=np.float32))])
     with pytest.raises(StoreUnavailable, match="holds 16-dimensional vectors but the embedding model gives 8"):
         PgStore.connect(pg_url, DIM, pg_schema)
@@ -114,6 +114,10 @@ PARITY_TEXTS = [
     "read_csv(path) loads the ships; df.groupby('owner').size() counts them before plotting",
     "compute how often a random male is taller than a random female: np.mean(males > females)",
     "The plot shows the distribution of heights for males and females in the sample",
+    # non-ASCII (index/terms.py): symbols, accents, CJK words without spaces, kana with voicing marks, Hangul
+    "nb\nheading\n\nthe kernel prints ☃ and ☃ again at 360° for 20 €",
+    "nb\nheading\n\n数据分析的结果如下所示 and 東京大学で研究する, résumé of the Kármán café",
+    "nb\nheading\n\n한국어 텍스트 분석 ✓ done → next 😀",
 ]
 PARITY_QUERIES = [
     "where do we compute how often a random male beats a random female in height?",
@@ -124,6 +128,7 @@ PARITY_QUERIES = [
     "heights of males and females",
     "height height male",
     "won y ll table of 5 and 7",
+    "☃", "360°", "€ price", "数据", "東京", "研究", "분석", "✓ → 😀", "résumé café Karman", "snowman ☃",
 ]
 
 
@@ -170,7 +175,7 @@ def test_a_store_of_the_former_tokenizer_is_migrated(pg_url: str, pg_schema: str
         db.execute("CREATE INDEX chunks_vector ON chunks USING hnsw (vector vector_cosine_ops)")
         assert db.execute("SELECT tsv::text, ntok FROM chunks").fetchone() == ("'fail':4", 1)
     store = PgStore.connect(pg_url, DIM, pg_schema)
-    assert store.db.version("store") == (2, DIM)
+    assert store.db.version("store") == (3, DIM)
     assert store.db.execute("SELECT tsv::text, ntok FROM chunks").fetchone() == ("'doe':2 'fail':4 'whi':1", 3)
     assert dict(store.db.execute("SELECT lexeme, ndoc FROM term_stats").fetchall()) == {"whi": 1, "doe": 1, "fail": 1}
     assert store.db.execute("SELECT n_docs, avg_len FROM text_stats").fetchone() == (1, 3.0)

@@ -155,3 +155,91 @@ def test_unreadable_file_reports_reason(tmp_path: Path) -> None:
     with pytest.raises(NotebookUnreadable) as info:
         read_notebook(tmp_path / "missing.ipynb")
     assert "cannot read file" in info.value.reason
+
+
+# ---------------------------------------------------------------------------------------------------------
+# read as nbformat reads (issue 15)
+
+V2 = {
+    "nbformat": 2,
+    "metadata": {"name": "v2"},
+    "worksheets": [{"cells": [
+        {"cell_type": "markdown", "source": "# Old notebook"},
+        {"cell_type": "code", "input": "print('hi')", "language": "python", "prompt_number": 1,
+         "outputs": [{"output_type": "stream", "stream": "stdout", "text": "hi\n"}]},
+        {"cell_type": "code", "input": "1 + 1", "language": "python", "prompt_number": 2,
+         "outputs": [{"output_type": "pyout", "prompt_number": 2, "text": "2"}]},
+    ]}],
+}
+
+
+def test_nbformat_2_is_upgraded_as_nbformat_does() -> None:
+    first = read_notebook_bytes(_nb_bytes(V2), "v2.ipynb")
+    assert (first.nbformat, [c.cell_type for c in first.cells]) == (2, ["markdown", "code", "code"])
+    assert first.cells[1].outputs[0].text == "hi\n" and first.cells[1].execution_count == 1
+    assert first.cells[2].outputs[0].data["text/plain"] == "2"
+    assert "upgraded from nbformat 2" in first.notes
+    second = read_notebook_bytes(_nb_bytes(V2), "v2.ipynb")
+    assert [c.id for c in first.cells] == [c.id for c in second.cells]  # nbformat's upgrade draws random ids
+    assert all(c.id_is_synthetic for c in first.cells)
+
+
+def test_a_future_minor_version_is_read_as_nbformats_validator_reads_it() -> None:
+    """4.99 with a cell type and a field this nbformat does not know: valid for nbformat's validator (newer
+    minors relax the schema), so read; the unknown cell is shown raw with a note. Not so for a known minor."""
+    future = {
+        "nbformat": 4, "nbformat_minor": 99, "metadata": {"new_field": True},
+        "cells": [
+            {"id": "a1", "cell_type": "markdown", "metadata": {}, "source": "intro"},
+            {"id": "b2", "cell_type": "quiz", "metadata": {}, "source": "What is 2 + 2?", "choices": [3, 4]},
+            {"id": "c3", "cell_type": "code", "metadata": {}, "source": "x = 4", "execution_count": 1,
+             "outputs": [], "extra": "kept"},
+        ],
+    }
+    nb = read_notebook_bytes(_nb_bytes(future), "future.ipynb")
+    assert [c.cell_type for c in nb.cells] == ["markdown", "raw", "code"]
+    assert nb.cells[1].unknown_type == "quiz" and nb.cells[1].source == "What is 2 + 2?"
+    assert nb.cells[1].id == "b2" and not nb.cells[1].id_is_synthetic
+    assert any("unknown cell type 'quiz'" in note for note in nb.notes)
+    known = dict(future, nbformat_minor=4)
+    with pytest.raises(NotebookUnreadable) as info:
+        read_notebook_bytes(_nb_bytes(known), "known.ipynb")
+    assert "cell_type 'quiz'" in info.value.reason
+
+
+@pytest.mark.parametrize("problem", ["missing", "duplicate"])
+def test_ids_missing_or_duplicated_are_the_same_on_every_read(problem: str) -> None:
+    """nbformat repairs such ids with random ones (a new id on every read); ids derived from index and source
+    instead keep `#cell-id=` links valid across runs. The file's own ids stay."""
+    nb = json.loads(nbformat.writes(v4.new_notebook(cells=[
+        v4.new_markdown_cell("# T"), v4.new_code_cell("a = 1"), v4.new_code_cell("b = 2")])))
+    nb["cells"][0]["id"] = "own-id"
+    if problem == "missing":
+        del nb["cells"][1]["id"]
+        del nb["cells"][2]["id"]
+    else:
+        nb["cells"][1]["id"] = nb["cells"][2]["id"] = "same"
+    reads = [read_notebook_bytes(_nb_bytes(nb), "ids.ipynb") for _ in range(2)]
+    ids = [[c.id for c in r.cells] for r in reads]
+    assert ids[0] == ids[1] and len(set(ids[0])) == 3
+    assert ids[0][0] == "own-id"
+    if problem == "duplicate":
+        assert ids[0][1] == "same" and reads[0].cells[2].id_is_synthetic
+    else:
+        assert reads[0].cells[1].id_is_synthetic and reads[0].cells[2].id_is_synthetic
+    assert any(f"{problem} cell id" in note and "the same on every read" in note for note in reads[0].notes)
+
+
+def test_raw_cells_keep_their_mimetype_and_language_is_unknown_without_metadata() -> None:
+    cell = v4.new_raw_cell("Title\n=====", metadata={"raw_mimetype": "text/restructuredtext"})
+    nb = read_notebook_bytes(nbformat.writes(v4.new_notebook(cells=[cell])).encode(), "raw.ipynb")
+    assert nb.cells[0].raw_mimetype == "text/restructuredtext"
+    assert (nb.language, nb.kernel_name) == ("", "")
+
+
+def test_reasons_keep_their_text() -> None:
+    nb = json.loads(nbformat.writes(v4.new_notebook(cells=[v4.new_code_cell("x")])))
+    nb["cells"][0]["id"] = "not valid!"
+    with pytest.raises(NotebookUnreadable) as info:
+        read_notebook_bytes(_nb_bytes(nb), "bad-id.ipynb")
+    assert "'^[a-zA-Z0-9-_]+$'" in info.value.reason

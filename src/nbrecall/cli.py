@@ -21,7 +21,23 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Searchable, answerable memory for an archive of Jupyter notebooks.",
 )
-err = Console(stderr=True)
+def _console(stderr: bool = False) -> Console:
+    """A console that wraps at the terminal's width, and not at all when the output is a file or a pipe (Rich's
+    default there is 80 columns: a reason or a path cut over lines is lost to grep and to scripts)."""
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, width=100_000, soft_wrap=True)
+    return console
+
+
+err = _console(stderr=True)
+
+
+def _plain(value: object) -> str:
+    """A value shown as it is inside a Rich message: its brackets are text, not markup."""
+    from rich.markup import escape
+
+    return escape(str(value))
 
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="nbrecall.toml to read (default ./nbrecall.toml).")
@@ -66,7 +82,7 @@ def _settings(config: Path | None, index: Path | None = None, store: str | None 
     try:
         settings = load_settings(config)
     except ConfigError as exc:
-        err.print(f"[red]config error:[/red] {exc}")
+        err.print(f"[red]config error:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
     if index is not None:
         settings.index_dir = index
@@ -110,7 +126,9 @@ def _progress() -> Progress:
 def convert(
     path: Annotated[Path, typer.Argument(help="A notebook or a folder of notebooks.")],
     out: Annotated[
-        Path | None, typer.Option("-o", "--out", help="Output folder (default: beside each input).")
+        Path | None,
+        typer.Option("-o", "--out", help=f"Output folder (default: ./{DEFAULT_CONVERT_DIR} in the working "
+                     "directory, never the archive); it is printed at the end."),
     ] = None,
     stdout: Annotated[
         bool, typer.Option("--stdout", help="Print the markdown of one notebook to stdout.")
@@ -120,7 +138,13 @@ def convert(
     ] = 2000,
     config: ConfigOpt = None,
 ) -> None:
-    """Render notebooks as LLM-addressable markdown with a fidelity report and an SVG dependency map."""
+    """Render notebooks as LLM-addressable markdown with a fidelity report and an SVG dependency map.
+
+    Exit code: 0 when every notebook was converted, or some were and the unreadable ones are listed with their
+    reasons; 1 when none could be converted; 2 for a wrong argument (no such path, --stdout on a folder).
+    """
+    from rich.markup import escape
+
     from nbrecall.convert.markdown import ConvertOptions
     from nbrecall.convert.run import convert_file
     from nbrecall.notebook.files import walk_notebooks
@@ -128,7 +152,7 @@ def convert(
     settings = _settings(config)
     options = ConvertOptions(max_output_chars=max_output_chars)
     if not path.exists():
-        err.print(f"[red]error:[/red] {path}: no such file or folder")
+        err.print(f"[red]error:[/red] {escape(str(path))}: no such file or folder")
         raise typer.Exit(2)
     if stdout:
         if not path.is_file():
@@ -136,7 +160,7 @@ def convert(
             raise typer.Exit(2)
         result = convert_file(path, None, options)
         if not result.ok or result.converted is None:
-            err.print(f"[red]unreadable:[/red] {path}: {result.reason}")
+            err.print(f"[red]unreadable:[/red] {escape(str(path))}: {escape(str(result.reason))}")
             raise typer.Exit(1)
         sys.stdout.write(result.converted.markdown)
         return
@@ -144,20 +168,29 @@ def convert(
         walk_notebooks(path, skip_hidden=settings.discover.skip_hidden, exclude=settings.discover.exclude)
     )
     base = path if path.is_dir() else path.parent
+    outdir = (out or Path(DEFAULT_CONVERT_DIR)).absolute()
+    files = [f for f in files if not f.absolute().is_relative_to(outdir)]  # never an earlier run's copies
     results = []
     with _progress() as progress:
         task = progress.add_task("converting", total=len(files), rate="")
         for file in files:
             rel = file.relative_to(base)
-            target = (out / rel.parent) if out else file.parent
-            results.append(convert_file(file, target, options, display_path=str(rel)))
+            results.append(convert_file(file, outdir / rel.parent, options, display_path=str(rel)))
             progress.update(task, advance=1, rate=file.name[:40])
     _convert_summary(results)
+    written = sum(r.ok for r in results)
+    err.print(f"output folder: {escape(str(outdir))} ({written} of {len(results)} notebook(s) written)",
+              highlight=False)
     if any(not r.ok for r in results):
         raise typer.Exit(1 if all(not r.ok for r in results) else 0)
 
 
+DEFAULT_CONVERT_DIR = "nbrecall-converted"
+
+
 def _convert_summary(results: list) -> None:  # type: ignore[type-arg]
+    from rich.markup import escape
+
     ok = [r for r in results if r.ok]
     table = Table(title=f"converted {len(ok)} of {len(results)} notebooks")
     for column in (
@@ -174,7 +207,7 @@ def _convert_summary(results: list) -> None:  # type: ignore[type-arg]
     for r in shown:
         f = r.figures
         table.add_row(
-            r.name,
+            escape(r.name),
             f"{f.bytes_before:,}",
             f"{f.bytes_after:,}",
             f"{f.tokens_before:,}",
@@ -197,7 +230,8 @@ def _convert_summary(results: list) -> None:  # type: ignore[type-arg]
     err.print(table)
     for r in results:
         if not r.ok:
-            err.print(f"[yellow]unreadable[/yellow] {r.source}: {r.reason}")
+            err.print(f"[yellow]unreadable[/yellow] {escape(str(r.source))}: {escape(str(r.reason))}",
+                      highlight=False)
 
 
 def _filters(
@@ -258,7 +292,7 @@ def index(
         settings.embed.enabled = False
     for root in roots:
         if not root.exists():
-            err.print(f"[red]error:[/red] {root}: no such file or folder")
+            err.print(f"[red]error:[/red] {_plain(root)}: no such file or folder")
             raise typer.Exit(2)
     with _index_faults(settings, "opening"):
         index_exists(settings)  # a bad store URL or a server that is down: said now, before the model loads
@@ -285,7 +319,7 @@ def index(
                 result = run_index(roots, settings, embedder, chunks, progress=report, defer_vectors=defer_vectors,
                                    executor=pool)
         except IndexLocked as exc:
-            err.print(f"[red]locked:[/red] {exc}")
+            err.print(f"[red]locked:[/red] {_plain(exc)}")
             raise typer.Exit(3) from exc
         except ExecutorError as exc:  # a worker cannot build like this run, or the cluster went away
             err.print(f"[red]executor error:[/red] {escape(str(exc))}; finished batches are kept", soft_wrap=True)
@@ -313,7 +347,7 @@ def index(
         table.add_row(f"time: {stage}", f"{seconds:.1f} s")
     err.print(table)
     for rel, reason in result.quarantined:
-        err.print(f"[yellow]quarantined[/yellow] {rel}: {reason}")
+        err.print(f"[yellow]quarantined[/yellow] {escape(str(rel))}: {escape(str(reason))}", highlight=False)
 
 
 def _open_archive(settings: Settings):  # type: ignore[no-untyped-def]
@@ -323,7 +357,7 @@ def _open_archive(settings: Settings):  # type: ignore[no-untyped-def]
         with _index_faults(settings, "opening"):
             return Archive(settings)
     except IndexMissing as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
 
 
@@ -374,7 +408,7 @@ def _print_hits(text: str, result, k: int, manifest=None) -> None:  # type: igno
     from nbrecall.ingest.renders import render_summary
     from nbrecall.search.retrieve import query_terms
 
-    out = Console()
+    out = _console()
     terms = query_terms(text)
     shown = 0
     out.print(f"[b]{escape(text)}[/b]")
@@ -442,8 +476,21 @@ def _highlight(text: str, term: str) -> str:
 
 
 @app.command()
-def status(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt = None) -> None:
+def status(
+    index_dir: IndexOpt = None,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="One JSON object for scripts and monitors: every count, the embedding "
+                     "progress, renders, and each quarantined file with its reason."),
+    ] = False,
+) -> None:
     """What the index holds, and every quarantined file with its reason."""
+    import json
+
+    from rich.markup import escape
+
     from nbrecall.backends import index_exists, open_manifest
 
     settings = _settings(config, index_dir, store)
@@ -455,22 +502,42 @@ def status(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt
     with _index_faults(settings, "reading"):
         manifest = open_manifest(settings, readonly=True)
         stats = manifest.stats()
-    out = Console()
+    share = stats["embedded"] / stats["chunks"] if stats["chunks"] else 1.0
+    from nbrecall.ingest.family_store import family_store
+
+    families = family_store(manifest)
+    family_counts: tuple[int, int] | None = None
+    if families is not None:
+        with _index_faults(settings, "reading"):
+            family_counts = families.counts()
+    if as_json:
+        with _index_faults(settings, "reading"):
+            quarantine = [
+                {"root": root, "path": rel, "sha256": rec.sha256, "reason": rec.reason}
+                for rec in manifest.contents("quarantined")
+                for root, rel in (manifest.paths_of(rec.sha256) or [(rec.root, rec.rel)])
+            ]
+            renders = manifest.render_counts()
+            last = manifest.last_run()
+        counts = {key.replace(" ", "_"): value for key, value in stats.items()}
+        if family_counts is not None:
+            counts["families"], counts["notebooks_in_families"] = family_counts
+        links = [{"path": str(rel), "target": str(target)} for rel, target in last.get("outside_links") or []]
+        document = {"index": describe(settings), "counts": counts,
+                    "embedding_progress": round(share, 4), "renders": renders, "quarantined": quarantine,
+                    "outside_links": links}
+        sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
+        return
+    out = _console()
     table = Table(title=f"index {describe(settings)}")
     table.add_column("what")
     table.add_column("count", justify="right")
     for key, value in stats.items():
         table.add_row(key, f"{value:,}")
-    share = stats["embedded"] / stats["chunks"] if stats["chunks"] else 1.0
     table.add_row("embedding progress", f"{share:.0%}")
-    from nbrecall.ingest.family_store import family_store
-
-    families = family_store(manifest)
-    if families is not None:
-        with _index_faults(settings, "reading"):
-            count, members = families.counts()
-        table.add_row("notebook families (2+ versions)", f"{count:,}")
-        table.add_row("  notebooks in them", f"{members:,}")
+    if family_counts is not None:
+        table.add_row("notebook families (2+ versions)", f"{family_counts[0]:,}")
+        table.add_row("  notebooks in them", f"{family_counts[1]:,}")
     out.print(table)
     renders = manifest.render_counts()
     if renders:
@@ -480,7 +547,7 @@ def status(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt
         for key in ("fresh", "changed", "stale", "not_rendered"):
             r.add_row(key.replace("_", " "), f"{renders[key]:,}")
         for item in renders["stale_reasons"][:10]:
-            r.add_row(f"  stale: {item['reason']}", f"{item['count']:,}")
+            r.add_row(f"  stale: {escape(str(item['reason']))}", f"{item['count']:,}")
         out.print(r)
     last = manifest.last_run()
     links = last.get("outside_links") or []
@@ -501,7 +568,7 @@ def status(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt
         q.add_column("reason")
         for rec in quarantined:
             for _root, rel in manifest.paths_of(rec.sha256) or [(rec.root, rec.rel)]:
-                q.add_row(rel, rec.reason)
+                q.add_row(escape(rel), escape(rec.reason))  # `'^[a-zA-Z0-9-_]+$'` is no markup
         out.print(q)
 
 
@@ -547,7 +614,7 @@ def eval_command(
             baseline = build_baseline(name, root, work, archive.embedder)
             for mode in ("bm25", "dense"):
                 tables[f"{name} {mode}"] = evaluate(items, baseline_search(baseline, archive.embedder, mode))
-    out = Console()
+    out = _console()
     columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c", "cell@10c+", "fam@5"]
     overall = Table(title=f"{len(items)} queries over {root}" + (" (all versions)" if all_versions else ""))
     overall.add_column("system")
@@ -625,7 +692,7 @@ def serve(
         with _index_faults(settings, "opening"):
             web = create_app(settings, token=token, allowed_hosts=hosts)
     except IndexMissing as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
     import uvicorn
 
@@ -746,7 +813,7 @@ def key_set(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
     try:
         load_fernet()  # refuse before asking for the key
     except KeyStoreError as exc:
-        err.print(f"[red]refused:[/red] {exc}")
+        err.print(f"[red]refused:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
     if sys.stdin.isatty():
         api_key = typer.prompt("API key", hide_input=True, confirmation_prompt=False)
@@ -755,7 +822,7 @@ def key_set(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
     try:
         path = store_api_key(settings, api_key)
     except KeyStoreError as exc:
-        err.print(f"[red]refused:[/red] {exc}")
+        err.print(f"[red]refused:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
     err.print(f"API key stored, encrypted, in {path} (NBRECALL_LLM_API_KEY, when set, still wins)")
 
@@ -769,7 +836,7 @@ def key_clear(index_dir: IndexOpt = None, config: ConfigOpt = None) -> None:
     try:
         removed = clear_api_key(settings)
     except KeyStoreError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
     err.print("stored API key removed" if removed else f"no API key stored in {secrets_path(settings)}")
 
@@ -827,7 +894,7 @@ def render(
     settings = _settings(config, index_dir)
     for root in roots:
         if not root.exists():
-            err.print(f"[red]error:[/red] {root}: no such file or folder")
+            err.print(f"[red]error:[/red] {_plain(root)}: no such file or folder")
             raise typer.Exit(2)
     if data is not None and not data.is_dir():
         err.print(f"[red]error:[/red] --data {data}: not a folder")
@@ -835,7 +902,7 @@ def render(
     try:
         options = RenderOptions.from_settings(settings, out_dir=out, data_dir=data)
     except (PathRuleError, EnvironmentRuleError) as exc:
-        err.print(f"[red]config error:[/red] {exc}")
+        err.print(f"[red]config error:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
     if workers is not None:
         options.workers = max(1, workers)
@@ -851,13 +918,13 @@ def render(
     try:
         distributed = parse_kind(executor or settings.executor.kind)[0] == "ray"
     except ExecutorError as exc:
-        err.print(f"[red]executor error:[/red] {exc}")
+        err.print(f"[red]executor error:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
     # Locally the sandbox is checked here; on Ray each worker checks its own node (a notebook there without
     # bubblewrap is recorded stale with the reason).
     problem = "" if distributed else pyodide_problem() if options.backend == "pyodide" else sandbox_problem()
     if problem:
-        err.print(f"[red]sandbox unavailable:[/red] {problem}; notebooks are recorded stale, none is run")
+        err.print(f"[red]sandbox unavailable:[/red] {_plain(problem)}; notebooks are recorded stale, none is run")
     pool = _executor(settings, executor, workers) if distributed else None
     items = discover(roots, settings.discover.exclude)
     started = time.perf_counter()
@@ -870,7 +937,7 @@ def render(
                 per_min = len(results) * 60 / max(time.perf_counter() - started, 1e-9)
                 progress.update(task, completed=len(results), rate=f"{per_min:.1f} notebooks/min")
         except ExecutorError as exc:
-            err.print(f"[red]executor error:[/red] {exc}; finished renders are stored")
+            err.print(f"[red]executor error:[/red] {_plain(exc)}; finished renders are stored")
             raise typer.Exit(2) from exc
         finally:
             if pool is not None:

@@ -1,9 +1,13 @@
 """Render one notebook as LLM-addressable markdown (DESIGN §8).
 
-Every cell sits under a header such as ``## Cell [5] · type:code · In[7] · id:d4e5f6`` so that "fix the error in
-cell 5" means something to a model and to a person. Sources are written in full; outputs go through the output
-rules of `nbrecall.notebook.outputs`; images (outputs, attachments, data URIs) become files in ``NAME_files/``
-referenced by ``[Figure: …]`` placeholders. Dependency hints come from static analysis and say so.
+Every cell sits under a compact header such as ``## Cell 5 code In[7]`` (plus ``id:d4e5f6`` when the id is the
+notebook's own; derived ids are in the report's cell map) so that "fix the error in cell 5" means something to a
+model and to a person. Sources are written in full; outputs go through the output rules of
+`nbrecall.notebook.outputs`, in fences labelled `output`, `stderr` or `error`; images (outputs, attachments, data
+URIs) become files in ``NAME_files/`` referenced as markdown images. Dependency hints come from static analysis
+and say so once. What costs tokens and says nothing new is left out: the never-run note (``In[ ]`` says it),
+warnings repeated in the preamble, imported names (the sources hold them), empty output blocks and reprs that name
+no result (``<matplotlib.lines.Line2D at 0x…>``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from nbrecall.notebook.outputs import (
     RenderedOutput,
     extract_markdown_images,
     human_size,
+    markdown_caption,
+    names_no_result,
     render_outputs,
 )
 
@@ -53,6 +59,7 @@ class CellRecord:
     output_chars_after: int
     figures: int
     notes: list[str] = field(default_factory=list)
+    derived_id: bool = False  # made from index and source: the notebook has none (or a duplicate) for the cell
 
 
 @dataclass
@@ -80,11 +87,44 @@ def fenced(text: str, info: str = "") -> str:
 
 
 def cell_header(cell: Cell) -> str:
+    """The header of a cell in answer contexts (`nbrecall.answer.context`): every part spelled out."""
     parts = [f"## Cell [{cell.index}]", f"type:{cell.cell_type}"]
     if cell.is_code:
         parts.append(f"In[{cell.execution_count if cell.execution_count is not None else ' '}]")
     parts.append(f"id:{cell.id}")
     return " · ".join(parts)
+
+
+def compact_header(cell: Cell) -> str:
+    """The converter's cell header: `## Cell 5 code In[7]`, with `id:…` only when the id is the notebook's
+    own (a derived one would look like a real id; the report's cell map lists it); a raw cell names its format."""
+    parts = [f"## Cell {cell.index}", cell.cell_type]
+    if cell.is_code:
+        parts.append(f"In[{cell.execution_count if cell.execution_count is not None else ' '}]")
+    if cell.unknown_type:
+        parts.append(f"(unknown cell type {cell.unknown_type!r}, shown raw)")
+    elif cell.cell_type == "raw" and cell.raw_mimetype:
+        parts.append(cell.raw_mimetype)
+    if not cell.id_is_synthetic:
+        parts.append(f"id:{cell.id}")
+    return " ".join(parts)
+
+
+def fence_label(language: str) -> str:
+    """One word for a fence's info string: `wolfram language` → `wolfram` (a renderer reads the first word)."""
+    words = re.findall(r"[\w+#.-]+", language.lower())
+    return words[0] if words else ""
+
+
+def _alt_text(caption: str | None) -> str:
+    """A caption as an image's alt text: one line; brackets kept when balanced (`(x: time [h])`), else escaped."""
+    text = " ".join((caption or "").split()) or "figure"
+    depth = 0
+    for ch in text:
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if depth < 0:
+            break
+    return text if depth == 0 else text.replace("[", "\\[").replace("]", "\\]")
 
 
 class _FigureWriter:
@@ -93,6 +133,7 @@ class _FigureWriter:
     def __init__(self, files_dir: str) -> None:
         self.files_dir = files_dir
         self.files: dict[str, bytes] = {}
+        self.broken: list[str] = []  # warnings: images that were not written
 
     def add(self, cell: Cell, figure: FigureRef) -> str:
         ext = _EXTENSIONS.get(figure.mime, "bin")
@@ -101,16 +142,22 @@ class _FigureWriter:
         self.files[name] = figure.data
         return f"{self.files_dir}/{name}"
 
-    def placeholder(self, cell: Cell, figure: FigureRef, with_caption: bool = True) -> str:
-        """`[Figure: NAME_files/cell5-1.png · image/png, 12.3 KB] caption` (the caption only for outputs:
-        markdown images keep their alt text in place after the mark)."""
+    def placeholder(self, cell: Cell, figure: FigureRef, said_above: str | None = None) -> str:
+        """`![caption](NAME_files/cell5-1.png)`: an output's caption, a markdown image's alt text; a caption that is
+        `said_above` (the markdown cell right above, already in the document) is not repeated. A broken image
+        (empty, undecodable) is reported and not written."""
+        if figure.broken:
+            where = "an attachment" if figure.source == "attachment" else f"an {figure.source.replace('-', ' ')}"
+            self.broken.append(f"Cell [{cell.index}]: {where} {figure.mime} image is empty or not valid "
+                               f"({human_size(figure.size_bytes)} of data): reported, not written")
+            return f"[broken {figure.mime} image, not written]"
         link = self.add(cell, figure)
-        text = f"[Figure: {link} · {figure.mime}, {human_size(figure.size_bytes)}]"
-        caption = figure.caption if with_caption else None
-        return f"{text} {caption}" if caption else text
+        caption = figure.caption if figure.caption != said_above else None
+        return f"![{_alt_text(caption)}]({link})"
 
 
 def _markdown_above(nb: Notebook, index: int) -> str | None:
+    """The markdown cell right above (empty cells skipped), the one a figure's caption may come from."""
     for cell in reversed(nb.cells[:index]):
         if cell.is_markdown and cell.source.strip():
             return cell.source
@@ -119,38 +166,43 @@ def _markdown_above(nb: Notebook, index: int) -> str | None:
     return None
 
 
-def _render_output(rendered: RenderedOutput, cell: Cell, figures: _FigureWriter) -> str:
+def _render_output(rendered: RenderedOutput, cell: Cell, figures: _FigureWriter,
+                   said_above: str | None = None) -> str | None:
+    """One output as markdown; None when it says nothing (empty, or a repr that names no result)."""
     if rendered.figure is not None:
-        return figures.placeholder(cell, rendered.figure)
-    if rendered.kind == "table":
+        return figures.placeholder(cell, rendered.figure, said_above)
+    if not rendered.text.strip():
+        return None
+    if rendered.kind in ("table", "marker"):
         return rendered.text
-    if rendered.kind == "marker":
-        return rendered.text
-    label = {"stream": rendered.name or "stream", "error": "error"}.get(rendered.kind, "output")
-    return f"*{label}:*\n{fenced(rendered.text, 'text')}"
+    if rendered.kind in ("text", "stream") and names_no_result(rendered.text):
+        return None
+    label = "error" if rendered.kind == "error" else "stderr" if rendered.name == "stderr" else "output"
+    return fenced(rendered.text, label)
 
 
 def _cell_order_notes(nb: Notebook, analysis: Analysis) -> dict[int, list[str]]:
+    """Per cell, where its execution count breaks the document order (never-run cells show `In[ ]`)."""
     notes: dict[int, list[str]] = {}
     order = analysis.order
     counts = dict(order.counts)
     for index in order.out_of_order:
         above = [(i, c) for i, c in order.counts if i < index and c is not None]
         highest = max(above, key=lambda item: item[1]) if above else None
-        text = f"execution order: In[{counts.get(index)}] runs below"
-        text += f" Cell [{highest[0]}] In[{highest[1]}]" if highest else " a later-numbered cell"
+        text = f"out of order: In[{counts.get(index)}] runs below"
+        text += f" Cell {highest[0]} In[{highest[1]}]" if highest else " a later-numbered cell"
         notes.setdefault(index, []).append(text)
-    for index in order.never_run:
-        notes.setdefault(index, []).append("never run in the saved notebook (no execution count)")
     return notes
 
 
 def _dependency_line(index: int, analysis: Analysis) -> str | None:
-    incoming = sorted((e for e in analysis.edges if e.dst == index), key=lambda e: e.src)
+    """`> uses x, y (Cell 3); z (Cell 5)`: where the names a cell reads come from (static, approximate).
+    Names from the code cell right above are left out: reading down, one sees them defined there."""
+    above = max((i for i in analysis.cells if i < index), default=None)
+    incoming = sorted((e for e in analysis.edges if e.dst == index and e.src != above), key=lambda e: e.src)
     if not incoming:
         return None
-    parts = [f"{', '.join(e.names)} (defined in Cell [{e.src}])" for e in incoming]
-    return "> depends on: " + "; ".join(parts) + " — approximate"
+    return "> uses " + "; ".join(f"{', '.join(e.names)} (Cell {e.src})" for e in incoming)
 
 
 def convert_notebook(
@@ -172,65 +224,82 @@ def convert_notebook(
     lines.extend(_preamble(nb, analysis, name))
     records: list[CellRecord] = []
     for cell in nb.cells:
-        lines.append(cell_header(cell))
+        lines.append(compact_header(cell))
         lines.append("")
         record = CellRecord(
-            cell.index, cell.id, cell.cell_type, cell.execution_count, len(cell.source), 0, 0, 0
+            cell.index, cell.id, cell.cell_type, cell.execution_count, len(cell.source), 0, 0, 0,
+            derived_id=cell.id_is_synthetic,
         )
         if cell.is_code:
             _code_cell(nb, cell, analysis, limits, figures, order_notes, dep_warnings, lines, record)
         else:
             text, found = extract_markdown_images(cell.source, cell.attachments)
             for number, figure in enumerate(found, start=1):
-                text = _replace_mark(text, number, figures.placeholder(cell, figure, with_caption=False))
+                text = _replace_mark(text, number, figures.placeholder(cell, figure), figure.caption)
             record.figures = len(found)
-            lines.append(text if cell.cell_type == "markdown" else fenced(text, "raw"))
+            if not text.strip():
+                lines.pop()  # an empty cell: its header says all there is
+            elif cell.cell_type == "markdown":
+                lines.append(text)
+            else:
+                lines.append(fenced(text, fence_label(cell.raw_mimetype.rpartition("/")[2]) or "raw"))
         lines.append("")
         records.append(record)
 
     warnings = list(analysis.order.warnings) + list(analysis.warnings)
-    warnings += [
-        f"Cell [{c.index}]: cell id {c.id} is synthetic (file older than nbformat 4.5)"
-        for c in nb.cells[:1]
-        if c.id_is_synthetic
-    ]
+    derived = [c for c in nb.cells if c.id_is_synthetic]
+    if derived:
+        why = "the file is older than nbformat 4.5" if (nb.nbformat, nb.nbformat_minor) < (4, 5) else \
+            "the file has none or a duplicate for them"
+        warnings.append(f"{len(derived)} cell id(s) derived from cell index and source ({why}); the cell map "
+                        "lists them")
+    warnings += figures.broken
     warnings += list(nb.notes)
     return ConvertedNotebook(
-        name, "\n".join(lines).rstrip() + "\n", figures.files, analysis, records, warnings
+        name, "\n".join(lines).rstrip("\n") + "\n", figures.files, analysis, records, warnings
     )
 
 
-def _replace_mark(text: str, number: int, replacement: str) -> str:
+def _replace_mark(text: str, number: int, replacement: str, alt: str | None = None) -> str:
+    """Put `replacement` where mark N is; the alt text after the mark is in the image itself (`![alt](…)`)."""
     for match in FIGURE_PLACEHOLDER_RE.finditer(text):
         if int(match.group(1)) == number:
-            return text[: match.start()] + replacement + text[match.end() :]
+            end = match.end()
+            if alt and text.startswith(f" {alt}", end):
+                end += len(alt) + 1
+            return text[: match.start()] + replacement + text[end:]
     return text
 
 
 def _preamble(nb: Notebook, analysis: Analysis, name: str) -> list[str]:
+    """Facts that hold for every notebook, on one line: format, kernel (or "unknown"), cells; how it ran only when
+    it has code (health only when below 1). Per-cell warnings are at their cells and in the report."""
     counts: dict[str, int] = {}
     for cell in nb.cells:
         counts[cell.cell_type] = counts.get(cell.cell_type, 0) + 1
     kinds = ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))
-    kernel = nb.kernel_name or nb.language
-    version = f" {nb.language_version}" if nb.language_version else ""
-    out = [
-        f"> nbformat {nb.nbformat}.{nb.nbformat_minor} · kernel {kernel} ({nb.language}{version}) · "
-        f"{len(nb.cells)} cells ({kinds or 'none'}) · sha256 {nb.sha256[:12]}"
-    ]
+    language = " ".join(p for p in (nb.language, nb.language_version) if p)
+    kernel = nb.kernel_name or ("" if nb.language else "unknown")
+    described = " ".join(p for p in (kernel, f"({language})" if language and kernel else language) if p)
+    facts = [f"nbformat {nb.nbformat}.{nb.nbformat_minor}", f"kernel {described}",
+             f"{len(nb.cells)} cells" + (f" ({kinds})" if kinds else "")]
     order = analysis.order
-    state = "ran top to bottom" if order.ran_top_to_bottom else "did NOT run top to bottom"
-    out.append(
-        f"> Execution: {state}; {order.executed_fraction:.0%} of code cells executed; "
-        f"health {analysis.health:.2f}"
-    )
-    for warning in order.warnings:
-        out.append(f"> ⚠ {warning}")
-    if analysis.ambient:
-        out.append(f"> Imported names (ambient, not dependency edges): {', '.join(analysis.ambient)}")
-    out.append(f"> Dependency hints are approximate (static analysis); limits in {name}.report.md")
-    out.append("")
-    return out
+    if order.counts:  # non-empty code cells: otherwise there is no run to describe
+        if order.ran_top_to_bottom:
+            facts.append("ran top to bottom")
+        else:
+            why = [f"{len(order.out_of_order)} out of order" if order.out_of_order else "",
+                   f"{len(order.never_run)} never run" if order.never_run else ""]
+            facts.append("did NOT run top to bottom" + (f" ({', '.join(w for w in why if w)})" if any(why) else ""))
+            facts.append(f"{order.executed_fraction:.0%} of code cells executed")
+        if order.error_cells:
+            shown = ", ".join(str(i) for i in order.error_cells[:5])
+            facts.append(f"errors in cells {shown}" + (" …" if len(order.error_cells) > 5 else ""))
+        if analysis.health < 1.0:
+            facts.append(f"health {analysis.health:.2f}")
+    if analysis.edges or analysis.warnings:
+        facts.append("`uses` lines: static hints, approximate")
+    return ["> " + " · ".join(facts), ""]
 
 
 def _code_cell(
@@ -250,19 +319,29 @@ def _code_cell(
     for note in order_notes.get(cell.index, []):
         lines.append(f"> ⚠ {note}")
         record.notes.append(note)
+    if cell.index in analysis.order.never_run:
+        record.notes.append("never run in the saved notebook")  # the header's `In[ ]` says it there
     for warning in dep_warnings.get(cell.index, []):
-        lines.append(f"> ⚠ {warning} — approximate")
+        lines.append("> ⚠ " + re.sub(r"Cell \[(\d+)\]", r"Cell \1", warning.removeprefix(f"Cell [{cell.index}] ")))
     deps = analysis.cells.get(cell.index)
     if deps is not None and deps.parse_error:
-        lines.append(f"> ⚠ not parsed as Python ({deps.parse_error}); no dependency hints for this cell")
+        lines.append(f"> ⚠ not parsed as Python ({deps.parse_error}): no hints")
     if dep or cell.index in order_notes or cell.index in dep_warnings or (deps and deps.parse_error):
         lines.append("")
-    lines.append(fenced(cell.source, nb.language or ""))
-    rendered = render_outputs(cell, markdown_above=_markdown_above(nb, cell.index), limits=limits)
+    if cell.source.strip():
+        lines.append(fenced(cell.source, fence_label(nb.language)))
+    else:
+        lines.pop()  # an empty cell: its header says all there is
+    above = _markdown_above(nb, cell.index)
+    tree = analysis.trees.get(cell.source)
+    rendered = render_outputs(cell, markdown_above=above, limits=limits, tree=tree)
+    said_above = markdown_caption(above, cell.source, tree) if any(r.figure for r in rendered) else None
     for item in rendered:
-        text = _render_output(item, cell, figures)
+        text = _render_output(item, cell, figures, said_above)
         record.output_chars_before += item.original_chars
+        record.figures += item.figure is not None and not item.figure.broken
+        if text is None:
+            continue
         record.output_chars_after += len(text)
-        record.figures += item.figure is not None
         lines.append("")
         lines.append(text)

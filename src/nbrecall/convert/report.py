@@ -55,9 +55,12 @@ def render_report(nb: Notebook, converted: ConvertedNotebook, figures: FidelityF
         f"| tokens, {TOKENIZER_NAME} | {figures.tokens_before:,} | {figures.tokens_after:,} ({ratio:.0%}) |",
         f"| cells | {len(nb.cells)} | {len(converted.cells)} |",
         "",
-        "Cells by type: " + ", ".join(f"{n} {t}" for t, n in sorted(kinds.items())) + ".",
-        f"Code cells executed: {converted.analysis.order.executed_fraction:.0%}; "
-        f"dependency edges: {len(converted.analysis.edges)}; health score {converted.analysis.health:.2f}.",
+        "Cells by type: " + (", ".join(f"{n} {t}" for t, n in sorted(kinds.items())) or "none") + ".",
+        (f"Code cells executed: {converted.analysis.order.executed_fraction:.0%}; "
+         f"dependency edges: {len(converted.analysis.edges)}; health score {converted.analysis.health:.2f}."
+         if converted.analysis.order.counts else "No code cells with source: nothing ran."),
+        f"Content sha256 `{nb.sha256}`; cell ids marked *derived* are made from index and source (the file has none, "
+        "or a duplicate, for those cells).",
         "",
         "Every source line is kept; only outputs are filtered (images to files, long streams and texts to head "
         "and tail, tracebacks to first and last frames, DataFrames to the first rows with shape and types).",
@@ -75,8 +78,9 @@ def render_report(nb: Notebook, converted: ConvertedNotebook, figures: FidelityF
         )
         outputs = f"{r.output_chars_before:,} → {r.output_chars_after:,}" if r.cell_type == "code" else ""
         notes = "; ".join(r.notes).replace("|", "\\|")
+        derived = " *derived*" if r.derived_id else ""
         lines.append(
-            f"| {r.index} | `{r.cell_id}` | {r.cell_type} | {count} | {r.source_chars:,} | {outputs} "
+            f"| {r.index} | `{r.cell_id}`{derived} | {r.cell_type} | {count} | {r.source_chars:,} | {outputs} "
             f"| {r.figures} | {notes} |"
         )
     lines += ["", "## Warnings", ""]

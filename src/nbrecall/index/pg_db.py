@@ -163,6 +163,30 @@ _TOKENIZER_STEP = r"""
 """.replace("@STOP@", "'{" + ",".join(STOP_WORDS) + "}'")
 
 
+# Migration 3: folding recomposes what it did not strip (NFC after NFKD minus the Latin combining marks), as
+# LanceDB's folding only maps characters that have an ASCII form: `で` (て + U+3099) and Hangul syllables (jamo)
+# stay whole instead of being cut at a voicing mark, which changed their token counts and so every BM25 score
+# (the notebooks' CJK words became findable with index/terms.py). Existing rows are tokenized again.
+_RECOMPOSE_STEP = r"""
+    CREATE OR REPLACE FUNCTION ascii_fold(body text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    BEGIN ATOMIC
+        SELECT CASE WHEN octet_length(body) = length(body) OR getdatabaseencoding() <> 'UTF8' THEN body
+            ELSE normalize(replace(replace(replace(replace(replace(replace(translate(
+                regexp_replace(normalize(body, NFKD), '[\u0300-\u036f]+', '', 'g'),
+                'øØđĐłŁıħĦðÐ', 'oOdDlLihHdD'), 'ß', 'ss'), 'æ', 'ae'), 'Æ', 'AE'), 'œ', 'oe'), 'Œ', 'OE'), 'þ', 'th'),
+                NFC)
+        END;
+    END;
+    DROP INDEX IF EXISTS chunks_vector;
+    UPDATE chunks SET text = text;
+    DELETE FROM term_stats;
+    INSERT INTO term_stats (lexeme, ndoc)
+        SELECT word, ndoc FROM ts_stat('SELECT tsv FROM chunks WHERE tsv IS NOT NULL');
+    UPDATE text_stats
+        SET n_docs = (SELECT count(*) FROM chunks), avg_len = (SELECT coalesce(avg(ntok), 0) FROM chunks);
+"""
+
+
 def store_migrations(dim: int) -> list[str]:
     """The chunk table with a pgvector column of `dim`, an HNSW index (cosine) and a full-text index.
 
@@ -211,6 +235,7 @@ def store_migrations(dim: int) -> list[str]:
             mods bigint NOT NULL DEFAULT 0);
         """,
         _TOKENIZER_STEP,
+        _RECOMPOSE_STEP,
     ]
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
 from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, clean_text, pg_fault, redact, store_migrations
 from nbrecall.index.store import CHUNK_COLUMNS, ChunkRow, SearchFilters
+from nbrecall.index.terms import keyword_query, keyword_text
 
 log = logging.getLogger("nbrecall.index")
 
@@ -159,7 +160,7 @@ class PgStore:
             int(row.anchor),
             clean_text(row.anchor_id),
             clean_text(row.heading),
-            clean_text(row.text),
+            clean_text(keyword_text(row.text)),  # as LanceStore stores it (index/terms.py)
             row.year,
             clean_text(row.project or ""),
             clean_text(row.author or ""),
@@ -386,7 +387,7 @@ class PgStore:
         """The statement `keyword` runs and its parameters (None: nothing to look for); for EXPLAIN."""
         if not text.strip():
             return None
-        lexemes, weights, select = self._query_terms(text)
+        lexemes, weights, select = self._query_terms(keyword_query(text))
         if not select:
             return None
         where, params = filter_sql(filters)

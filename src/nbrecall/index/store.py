@@ -24,6 +24,7 @@ import pyarrow as pa
 from nbrecall.index.faults import damaged, storage_fault
 from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
 from nbrecall.index.heap import bound_arenas, release_free_memory
+from nbrecall.index.terms import keyword_query, keyword_text
 
 
 @dataclass
@@ -274,6 +275,8 @@ class LanceStore:
                 value = getattr(row, name)
                 if name == "vector" and value is not None:
                     value = np.asarray(value, dtype=np.float32).tolist()
+                elif name == "text":
+                    value = keyword_text(value)  # symbols and CJK words made findable (index/terms.py)
                 columns[name].append(value)
         return pa.Table.from_pydict(columns, schema=self.schema)
 
@@ -482,6 +485,7 @@ class LanceStore:
             self._fts_ready = self._has_fts()  # a reader opened before the first run built it
         if not self._fts_ready or not text.strip():
             return []
+        text = keyword_query(text)
         try:
             rows = self._fts(text, k, filters, indexed_only=False)
             if not rows or not self._unindexed_text_rows():

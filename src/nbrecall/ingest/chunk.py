@@ -16,20 +16,25 @@ from dataclasses import dataclass, field
 
 from nbrecall.notebook.analysis import Analysis, mask_magics
 from nbrecall.notebook.model import Cell, Notebook
-from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, extract_markdown_images, render_outputs
+from nbrecall.notebook.outputs import (
+    NOISE_REPR,
+    OutputLimits,
+    RenderedOutput,
+    extract_markdown_images,
+    render_outputs,
+)
 
 TokenCounter = Callable[[list[str]], list[int]]
 
 # Bump when chunk texts change: the next index run re-chunks every notebook (unchanged texts keep their vectors).
 # 3: a cell under its window budget is never split (counted whole, not line by line)
-CHUNKER_VERSION = 4  # 4: keyword text carries the notebook's context line (title, data paths, compound classes)
+# 4: keyword text carries the notebook's context line (title, data paths, compound classes)
+CHUNKER_VERSION = 5  # 5: informative output reprs (HTML over object reprs, widgets' text), figure captions
 
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 _SCALAR_MAX_CHARS = 160
-# Reprs that say nothing: plotting handles and objects printed by address (`<Axes ... at 0x7f...>`, `Text(0.5, …)`).
-_NOISE_VALUE = re.compile(
-    r"(?:\bat 0x[0-9a-fA-F]+>|^\[?<matplotlib|^Text\(-?[\d.]+, -?[\d.]+, |^<Figure size)"
-)
+# Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).
+_NOISE_VALUE = NOISE_REPR
 
 
 @dataclass

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
+import os
 import re
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PureWindowsPath
@@ -79,11 +82,74 @@ def notebook_authors(nb: Notebook) -> str:
     return str(author) if isinstance(author, str) else ""
 
 
-def file_owner(path: Path) -> str:
+def repo_root(folder: Path) -> Path | None:
+    """The git work tree holding `folder` (the nearest parent with a `.git` folder or file), None outside one."""
     try:
-        return path.owner()
-    except (OSError, KeyError, NotImplementedError):
+        folder = folder.resolve()
+    except (OSError, RuntimeError):
+        return None
+    for candidate in (folder, *folder.parents):
+        try:
+            if (candidate / ".git").exists():
+                return candidate
+        except OSError:
+            return None
+    return None
+
+
+def _head(root: Path) -> str:
+    """What HEAD points at (the ref's commit when it is a branch): the key that tells a repository has moved on."""
+    try:
+        git = root / ".git"
+        if git.is_file():  # a worktree or submodule: "gitdir: PATH"
+            git = (root / git.read_text(errors="replace").partition("gitdir:")[2].strip()).resolve()
+        head = (git / "HEAD").read_text(errors="replace").strip()
+        if head.startswith("ref:"):
+            ref = git / head[4:].strip()
+            return ref.read_text(errors="replace").strip() if ref.is_file() else head
+        return head
+    except OSError:
         return ""
+
+
+# A repository's history is read once per process and HEAD (one `git log` for all its notebooks, not one per file):
+# a bounded cache of a pure function of (work tree, HEAD), so a run over an archive of many repositories stays small.
+@functools.lru_cache(maxsize=16)
+def _repo_creators(root: str, head: str) -> dict[str, str]:
+    """Notebook path (relative to the work tree) → the author of the commit that added it (the oldest add)."""
+    del head  # part of the cache key only
+    command = [
+        "git", "-C", root, "-c", "core.quotepath=off", "-c", "log.showSignature=false", "-c", "core.fsmonitor=false",
+        "-c", f"safe.directory={root}", "log", "-z", "--no-textconv", "--diff-filter=A", "--name-only",
+        "--format=%x01%an", "--", "*.ipynb",
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=120, check=False,
+                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"})
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if done.returncode != 0:
+        return {}
+    creators: dict[str, str] = {}
+    for record in done.stdout.decode("utf-8", "replace").split("\x01"):
+        author, _, names = record.partition("\0")
+        for name in names.split("\0"):
+            name = name.strip("\n")
+            if name:
+                creators[name] = author.strip()  # newest first: the oldest add is written last
+    return creators
+
+
+def git_author(path: Path) -> str:
+    """Who added the notebook to its git repository ("" outside a repository, without git, or when untracked)."""
+    root = repo_root(path.parent)
+    if root is None:
+        return ""
+    try:
+        rel = path.resolve().relative_to(root).as_posix()
+    except (OSError, ValueError, RuntimeError):
+        return ""
+    return _repo_creators(str(root), _head(root)).get(rel, "")
 
 
 def find_inputs(
@@ -180,7 +246,8 @@ def notebook_meta(
     if meta.year is None:
         years = _YEAR.findall(posix)
         meta.year = int(years[-1]) if years else None
-    meta.author = meta.author or notebook_authors(nb) or (file_owner(file_path) if file_path else "")
+    # Never the file's owner: on a server that is the account that copied the share (`root`), not who wrote it
+    meta.author = meta.author or notebook_authors(nb) or (git_author(file_path) if file_path else "")
     tags = nb.metadata.get("tags")
     tag_list = [str(t) for t in tags] if isinstance(tags, list) else []
     for cell in nb.cells:

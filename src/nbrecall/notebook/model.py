@@ -54,7 +54,9 @@ class Cell:
     outputs: list[Output] = field(default_factory=list)
     attachments: dict[str, dict[str, str]] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
-    id_is_synthetic: bool = False
+    id_is_synthetic: bool = False  # derived from index and source: the file has none (or a duplicate) for it
+    raw_mimetype: str = ""  # a raw cell's target format (`text/restructuredtext`, `text/latex`, ...)
+    unknown_type: str = ""  # the cell type of a newer nbformat minor, kept as a raw cell
 
     @property
     def is_code(self) -> bool:

@@ -32,6 +32,7 @@ from nbrecall.notebook.tables import TableSummary, dataframe_html_to_summary, pa
 
 __all__ = [
     "FIGURE_PLACEHOLDER_RE",
+    "NOISE_REPR",
     "FigureRef",
     "OutputLimits",
     "RenderedOutput",
@@ -41,6 +42,9 @@ __all__ = [
     "head_tail",
     "html_to_text",
     "human_size",
+    "is_object_repr",
+    "markdown_caption",
+    "names_no_result",
     "render_output",
     "render_outputs",
     "strip_ansi",
@@ -60,7 +64,8 @@ class OutputLimits:
 
 @dataclass
 class FigureRef:
-    """An image taken out of an output or a markdown cell; `data` is empty when its base64 did not decode."""
+    """An image taken out of an output or a markdown cell; `data` is empty when it is broken (empty, base64 that
+    does not decode, bytes that are not of its format): then it is reported, never written as a file."""
 
     mime: str
     size_bytes: int
@@ -68,6 +73,10 @@ class FigureRef:
     data: bytes
     source: str  # "output" | "attachment" | "data-uri"
     name: str | None = None
+
+    @property
+    def broken(self) -> bool:
+        return not self.data
 
 
 @dataclass
@@ -230,6 +239,32 @@ def _as_text(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError, RecursionError):
         return str(value)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reprs that say nothing
+
+# A `text/plain` that only names an object: `<IPython.core.display.HTML object>`, `<__main__.Note at 0x7f…>`,
+# `<Figure size 640x480 with 1 Axes>`, Mathematica's `-Graphics-`. Any richer representation says more.
+_OBJECT_REPR = re.compile(r"<[^<>\n]{1,200}>|-[A-Z][A-Za-z0-9]{1,40}-")
+# Reprs that name no result: plotting handles and objects printed by address (`<Axes ... at 0x7f...>`,
+# `Text(0.5, 1.0, 'Loss')`). The chunker keeps them out of its value chunks and the converter drops them.
+NOISE_REPR = re.compile(
+    r"(?:\bat 0x[0-9a-fA-F]+>|^\[?<matplotlib|^Text\(-?[\d.]+, -?[\d.]+, |^<Figure size)"
+)
+_NOISE_MAX_CHARS = 160
+
+
+def is_object_repr(text: Any) -> bool:
+    """True for a `text/plain` that is only an object's default repr (see `_OBJECT_REPR`)."""
+    return isinstance(text, str) and _OBJECT_REPR.fullmatch(text.strip()) is not None
+
+
+def names_no_result(text: str) -> bool:
+    """A short text output that is only a plotting handle or an address repr (`NOISE_REPR`)."""
+    value = text.strip()
+    return (len(value) <= _NOISE_MAX_CHARS and value.count("\n") <= 2
+            and NOISE_REPR.search(value) is not None)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -404,21 +439,36 @@ _TAG_RE = re.compile(r"</?[A-Za-z][^<>]*>")
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
-def _markdown_caption(markdown: str | None) -> str | None:
-    """The last sentence of the markdown above a cell, markdown syntax removed (a heading counts)."""
-    if not isinstance(markdown, str) or not markdown.strip():
-        return None
+_SCRIPT_RE = re.compile(r"<(script|style)\b.*?(?:</\1\s*>|$)", re.S | re.I)
+# Words that say a sentence is about a drawing (any subject): "the plot below", "this histogram shows", ...
+_DRAWN_WORD = re.compile(
+    r"\b(?:plot|figure|fig|chart|graph|histogram|diagram|visuali[sz]|draw|drew|drawn|show|display|curve|scatter|"
+    r"heat ?map|map|image|picture|illustrat|depict|axis|axes|bar|pie|contour|surface|animat|render|legend|"
+    r"trajector|distribution|spectrum|spectra|profile|line|lines)",
+    re.I,
+)
+_CALL_LIKE = re.compile(r"[\w.]+\([^()]*\)|[{};=]|^\s*(?:import|from|def|class|return)\b")
+_WORD_RE = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])")
+_CODE_WORDS_IGNORED = frozenset([
+    "self", "none", "true", "false", "import", "from", "print", "range", "list", "dict", "numpy", "pandas",
+    "pyplot", "matplotlib", "figsize", "show", "return", "lambda", "with", "class",
+])
+
+
+def _markdown_segments(markdown: str) -> list[tuple[str, bool]]:
+    """The markdown's sentences and headings in order, syntax removed: (text, is_heading)."""
     text = _FENCE_RE.sub("\n", markdown.replace("\r\n", "\n"))
     text = _MATH_BLOCK_RE.sub("\n", _COMMENT_RE.sub("", text))
+    text = _SCRIPT_RE.sub("\n", text)
     text = _MD_IMAGE_STRIP_RE.sub("", text)
     text = _MD_LINK_RE.sub(r"\1", text)
     text = _TAG_RE.sub(" ", text)
-    segments: list[str] = []
+    segments: list[tuple[str, bool]] = []
     paragraph: list[str] = []
 
     def flush() -> None:
         if paragraph:
-            segments.extend(_SENTENCE_END_RE.split(" ".join(paragraph)))
+            segments.extend((part, False) for part in _SENTENCE_END_RE.split(" ".join(paragraph)))
             paragraph.clear()
 
     for raw in text.split("\n"):
@@ -428,24 +478,65 @@ def _markdown_caption(markdown: str | None) -> str | None:
             continue
         if line.startswith("#"):
             flush()
-            segments.append(line.lstrip("#").strip())
+            segments.append((line.lstrip("#").strip(), True))
             continue
         line = re.sub(r"^(>\s*)+", "", line)
         line = re.sub(r"^([-*+]|\d+[.)])\s+", "", line)
         paragraph.append(line)
     flush()
-    for segment in reversed(segments):
-        cleaned = re.sub(r"(\*\*|__|\*|`)", "", segment).strip().rstrip(":").strip()
-        if re.search(r"[A-Za-z]{2,}", cleaned):
-            return _clip(cleaned)
+    return [(re.sub(r"(\*\*|__|\*|`)", "", seg).strip().rstrip(":").strip(), heading) for seg, heading in segments]
+
+
+def _code_words(code: str, tree: ast.Module | None = None) -> set[str]:
+    """The words of what a cell's code names: variables, attributes and the functions it calls, and its strings
+    (`loss_per_epoch` → loss, per, epoch; `pyplot.quiver(…)` → quiver; `'Ballast volume'`), lower-cased."""
+    tree = tree or _parse_code(code) if isinstance(code, str) and code.strip() else None
+    if tree is None:
+        return set()
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.append(node.attr)
+        elif isinstance(node, ast.arg):
+            found.append(node.arg)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) <= 500:
+            found.append(node.value)
+    return {w.lower() for text in found for w in _WORD_RE.findall(text) if len(w) >= 4} - _CODE_WORDS_IGNORED
+
+
+def _is_prose(segment: str) -> bool:
+    """A sentence, not code or markup left in a markdown cell (`alert('markdown cell')`)."""
+    words = segment.split()
+    alphabetic = [w for w in words if re.fullmatch(r"[(\"']?[A-Za-z][A-Za-z'-]*[.,;:!?)\"']*", w)]
+    return len(alphabetic) >= 3 and len(alphabetic) >= 0.6 * len(words) and not _CALL_LIKE.search(segment)
+
+
+def markdown_caption(markdown: str | None, code: str = "", tree: ast.Module | None = None) -> str | None:
+    """A sentence (or heading) of the markdown just above a figure's cell that is about what is drawn: prose that
+    speaks of a drawing (`_DRAWN_WORD`) or names what the code plots (a word of its names or strings). The last
+    such among the final three; None when the markdown is about something else ("Note that the problem is
+    solved when one upgrades to IRKernel 1.0.0.")."""
+    if not isinstance(markdown, str) or not markdown.strip():
+        return None
+    code_words = _code_words(code, tree)
+    for segment, heading in list(reversed(_markdown_segments(markdown)))[:3]:
+        if not re.search(r"[A-Za-z]{2,}", segment) or not (heading or _is_prose(segment)):
+            continue
+        words = {w.lower() for w in _WORD_RE.findall(segment) if len(w) >= 4}
+        if _DRAWN_WORD.search(segment) or words & code_words:
+            return _clip(segment)
     return None
 
 
 def figure_caption(code: str, markdown_above: str | None, tree: ast.Module | None = None) -> str | None:
-    """Caption for a cell's figures: titles, axis labels in its code, else the last markdown sentence. `tree` is
-    the code's syntax tree when the caller has it (`Analysis.trees`)."""
+    """Caption for a cell's figures: the titles and axis labels its code sets (the most exact words: "Ballast
+    distribution along the hull (x: …)" where the heading above says "Distribution plot"), else the markdown just
+    above when it is about the figure (`markdown_caption`), else None. `tree` is the code's syntax tree when the
+    caller has it (`Analysis.trees`)."""
     try:
-        return _code_caption(code, tree) or _markdown_caption(markdown_above)
+        return _code_caption(code, tree) or markdown_caption(markdown_above, code, tree)
     except Exception:  # a caption is a nicety; odd input must never stop a conversion
         return None
 
@@ -485,17 +576,32 @@ def _decode_base64(value: str) -> bytes | None:
         return None
 
 
+# How each binary format's files begin: bytes that do not begin so are no image of that format.
+_MAGIC = {
+    "image/png": (b"\x89PNG",), "image/jpeg": (b"\xff\xd8",), "image/gif": (b"GIF8",),
+    "image/webp": (b"RIFF",), "image/bmp": (b"BM",), "application/pdf": (b"%PDF",),
+}
+
+
+def _image_ok(mime: str, data: bytes) -> bool:
+    magic = _MAGIC.get(mime)
+    return bool(data) and (magic is None or data.lstrip(b"\r\n\t ").startswith(magic))
+
+
 def _figure_from_value(mime: str, value: Any, caption: str | None, source: str,
                        name: str | None = None) -> FigureRef:
-    """Decode one image value; SVG is text, the rest base64. Undecodable → size estimated from the text."""
+    """Decode one image value; SVG is text, the rest base64. Broken (empty, undecodable, not of its format) →
+    no data, the size estimated from the text."""
     text = _as_text(value)
     if mime == "image/svg+xml" and not _looks_base64(text):
         data = text.encode("utf-8", "surrogatepass")
         caption = caption or _svg_labels(text)
-        return FigureRef(mime, len(data), caption, data, source, name)
+        return FigureRef(mime, len(data) if text.strip() else 0, caption, data if text.strip() else b"",
+                         source, name)
     decoded = _decode_base64(text) if isinstance(value, str) else None
-    if decoded is None:
-        return FigureRef(mime, len(text) * 3 // 4, caption, b"", source, name)
+    if decoded is None or not _image_ok(mime, decoded):
+        return FigureRef(mime, len(decoded) if decoded is not None else len(text) * 3 // 4, caption, b"",
+                         source, name)
     if mime == "image/svg+xml":
         caption = caption or _svg_labels(decoded.decode("utf-8", "replace"))
     return FigureRef(mime, len(decoded), caption, decoded, source, name)
@@ -507,7 +613,8 @@ def _looks_base64(text: str) -> bool:
 
 
 def _figure_text(figure: FigureRef) -> str:
-    text = f"[figure: {figure.mime}, {human_size(figure.size_bytes)}]"
+    size = "broken image" if figure.broken else human_size(figure.size_bytes)
+    text = f"[figure: {figure.mime}, {size}]"
     return f"{text} {figure.caption}" if figure.caption else text
 
 
@@ -529,6 +636,7 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("application/javascript", "[javascript output]"),
     ("text/javascript", "[javascript output]"),
 )
+_QUOTED_WORDS = re.compile(r"'[^'\n]*\w[^'\n]*'|\"[^\"\n]*\w[^\"\n]*\"")
 _WIDGET_MIMES = ("application/vnd.jupyter.widget-view+json", "application/vnd.jupyter.widget-state+json")
 
 
@@ -607,17 +715,40 @@ def _plotly_title(value: Any) -> str | None:
     return _clip(_TAG_RE.sub(" ", title)) if isinstance(title, str) and title.strip() else None
 
 
+def _html_image(html: str, caption: str | None) -> FigureRef | None:
+    """The first `<img src="data:image/…">` of an HTML output (kernels such as Wolfram's send figures so)."""
+    if "data:" not in html:
+        return None
+    for _start, _end, attrs in _img_tags(html):
+        figure = _figure_from_data_uri(attrs.get("src", ""), None)
+        if figure is not None:
+            figure.caption = caption or (attrs.get("alt") or attrs.get("title") or "").strip() or None
+            figure.source = "output"
+            return figure
+    return None
+
+
 def _render_display(output: Output, caption: str | None, limits: OutputLimits,
                     original: int) -> RenderedOutput:
-    """Pick the best representation: widget marker > DataFrame > image > markdown/latex/json > interactive
-    marker > plain text > other HTML > marker for whatever else."""
+    """Pick the most informative representation: widget marker (with the widget's own text) > DataFrame >
+    image (unless it typesets a LaTeX form) > markdown > latex/json (a one-line plain text beats LaTeX: `0.5`,
+    not `$\\displaystyle 0.5$`) > interactive marker > plain text that is more than an object's repr > the
+    visible text of HTML (or its image) > an object repr > marker for whatever else."""
     data = output.data if isinstance(output.data, dict) else {}
     mimes = [m for m in data if isinstance(m, str)]
     if not mimes:
         return RenderedOutput("marker", "[empty output]", original)
+    plain = strip_ansi(_as_text(data["text/plain"])).strip("\n") if "text/plain" in data else None
+    informative = plain if plain and plain.strip() and not is_object_repr(plain) else None
     for mime in _WIDGET_MIMES:
         if mime in data:
-            return RenderedOutput("marker", "[widget output]", original, mime=mime)
+            text = "[widget output]"
+            if informative and _QUOTED_WORDS.search(informative):
+                # `Label(value='Hello World')`: the widget's own state, as the kernel printed it (not a bare
+                # `HBox(children=(FloatProgress(value=0.0),))`, which says no more than the marker)
+                kept, cut = _bounded(informative, limits)
+                return RenderedOutput("marker", f"{text} {kept}", original, cut, mime=mime)
+            return RenderedOutput("marker", text, original, mime=mime)
 
     html = data.get("text/html")
     if isinstance(html, str) and html.strip():
@@ -628,16 +759,26 @@ def _render_display(output: Output, caption: str | None, limits: OutputLimits,
 
     image = next((m for m in _IMAGE_MIMES if m in data), None)
     image = image or next((m for m in mimes if m.startswith("image/")), None)
-    if image is not None:
+    # An image beside a LaTeX form is the formula typeset as a picture (sympy's `init_printing(use_latex="png")`):
+    # its text is the content (`{A: 4, B: -2, C: -6}`), the picture only a rendering of it.
+    if image is not None and not (isinstance(data.get("text/latex"), str) and data["text/latex"].strip()):
         figure = _figure_from_value(image, data[image], caption, "output")
         return RenderedOutput("figure", _figure_text(figure), original, figure=figure, mime=image)
 
-    for mime in ("text/markdown", "text/latex", "application/json"):
+    def rich(mime: str) -> RenderedOutput:
+        value = data[mime]
+        raw = value if isinstance(value, str) else json.dumps(value, indent=1, default=str)
+        text, cut = _bounded(raw, limits)
+        return RenderedOutput("text", text, original, cut, mime=mime)
+
+    if "text/markdown" in data:
+        return rich("text/markdown")
+    if "text/latex" in data and informative is not None and "\n" not in informative.strip():
+        text, cut = _bounded(informative.strip(), limits)
+        return RenderedOutput("text", text, original, cut, mime="text/plain")
+    for mime in ("text/latex", "application/json"):
         if mime in data:
-            value = data[mime]
-            raw = value if isinstance(value, str) else json.dumps(value, indent=1, default=str)
-            text, cut = _bounded(raw, limits)
-            return RenderedOutput("text", text, original, cut, mime=mime)
+            return rich(mime)
 
     for mime in mimes:
         marker = _marker_for(mime)
@@ -647,8 +788,8 @@ def _render_display(output: Output, caption: str | None, limits: OutputLimits,
                 marker = f"{marker} {title}" if title else marker
             return RenderedOutput("marker", marker, original, mime=mime)
 
-    if "text/plain" in data:
-        text, cut = _bounded(strip_ansi(_as_text(data["text/plain"])), limits)
+    if informative is not None:
+        text, cut = _bounded(informative, limits)
         return RenderedOutput("text", text, original, cut, mime="text/plain")
 
     if isinstance(html, str):
@@ -656,8 +797,16 @@ def _render_display(output: Output, caption: str | None, limits: OutputLimits,
         if text:
             kept, cut = _bounded(text, limits)
             return RenderedOutput("html", kept, original, cut, mime="text/html")
-        label = media[0] if media else "empty"
-        return RenderedOutput("marker", f"[html output: {label}]", original, mime="text/html")
+        figure = _html_image(html, caption)
+        if figure is not None:
+            return RenderedOutput("figure", _figure_text(figure), original, figure=figure, mime="text/html")
+        if plain is None or not plain.strip():
+            label = media[0] if media else "empty"
+            return RenderedOutput("marker", f"[html output: {label}]", original, mime="text/html")
+
+    if plain is not None:
+        text, cut = _bounded(plain, limits)
+        return RenderedOutput("text", text, original, cut, mime="text/plain")
 
     mime = mimes[0]
     return RenderedOutput("marker", f"[{mime} output]", original, mime=mime)

@@ -1,8 +1,10 @@
 """Read `.ipynb` files into `Notebook` objects, or quarantine them with a one-line reason.
 
-nbformat does the upgrade (v3 worksheets, `heading` cells, `pyout`/`pyerr`) and the validation; this module
-adds what an archive needs on top: a reason a user can act on for every file that cannot be read, and cell
-ids that stay the same from one run to the next (nbformat invents random ids when it upgrades an old file).
+nbformat does the upgrade (v1-v3 worksheets, `heading` cells, `pyout`/`pyerr`) and the validation, including
+its leniency for files of a newer minor version (unknown cell types and fields allowed); this module adds what an
+archive needs on top: a reason a user can act on for every file that nbformat rejects, and cell ids that stay
+the same from one run to the next (nbformat invents random ids when it upgrades an old file or repairs missing
+and duplicate ids; here such cells get ids derived from their index and source instead).
 """
 
 from __future__ import annotations
@@ -88,10 +90,12 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
             notes.append(f"repaired: replaced {replaced} lone surrogate escape(s) with U+FFFD")
     major = raw.get("nbformat")
     minor = raw.get("nbformat_minor", 0)
-    if not isinstance(major, int) or major not in (3, 4):
-        raise fail(f"unsupported nbformat version {major!r} (nbrecall reads 3 and 4)")
+    if not isinstance(major, int) or isinstance(major, bool) or major not in nbformat.versions:
+        known = ", ".join(str(v) for v in sorted(nbformat.versions))
+        raise fail(f"unsupported nbformat version {major!r} (nbformat reads {known})")
     if not isinstance(minor, int) or isinstance(minor, bool):
         raise fail(f"schema violation: nbformat_minor is {minor!r}, not an integer")
+    own_ids = _own_cell_ids(raw) if major == 4 and minor >= 5 else None
     try:
         nb = _to_v4(raw, major, notes)
     except NotebookUnreadable as exc:
@@ -100,7 +104,7 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
         raise fail("JSON nested too deeply to parse") from exc
     except Exception as exc:  # nbformat raises many kinds on broken structure
         raise fail(f"schema violation: {_one_line(str(exc)) or type(exc).__name__}") from exc
-    return _build(nb, path, digest, major, minor, notes, len(data))
+    return _build(nb, path, digest, major, minor, notes, len(data), own_ids)
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -150,18 +154,48 @@ def _one_line(message: str, limit: int = 200) -> str:
     return first[:limit]
 
 
+def _own_cell_ids(raw: dict[str, Any]) -> list[str | None] | None:
+    """The ids as the file has them (nbformat 4.5+), read before nbformat's repair replaces missing and duplicate
+    ones with random ids; None when the cells are not a list (the shape check reports that)."""
+    cells = raw.get("cells")
+    if not isinstance(cells, list):
+        return None
+    ids: list[str | None] = []
+    for cell in cells:
+        value = cell.get("id") if isinstance(cell, dict) else None
+        ids.append(value if isinstance(value, str) and value else None)
+    return ids
+
+
+def _future_minor(node: dict[str, Any]) -> bool:
+    """A 4.x file newer than this nbformat knows: its validator then allows unknown cell types and fields."""
+    minor = node.get("nbformat_minor", 0)
+    return isinstance(minor, int) and minor > nbformat.v4.nbformat_minor
+
+
 def _to_v4(raw: dict[str, Any], major: int, notes: list[str]) -> nbformat.NotebookNode:
     """Upgrade to v4 and validate; repair what nbformat can repair and note it."""
-    if major == 3:
-        _check_v3(raw)
-        # to_notebook_json rejoins list-form sources, which the v3 → v4 converter expects as strings.
-        node = nbformat.versions[3].to_notebook_json(copy.deepcopy(raw), minor=raw.get("nbformat_minor", 0))
+    if major < 4:
+        if major == 3:
+            _check_v3(raw)
+        elif not isinstance(raw.get("worksheets", raw.get("cells")), list):
+            raise NotebookUnreadable("", f"schema violation: nbformat {major} file without its cells")
+        # to_notebook_json rejoins list-form sources, which the upgrade expects as strings.
+        version = nbformat.versions[major]
+        if major == 3:
+            node = version.to_notebook_json(copy.deepcopy(raw), minor=raw.get("nbformat_minor", 0))
+        else:
+            node = version.to_notebook_json(copy.deepcopy(raw))
         node = nbformat.convert(node, 4)
-        notes.append("upgraded from nbformat 3")
+        notes.append(f"upgraded from nbformat {major}")
     else:
         node = nbformat.from_dict(raw)
     _check_v4_shape(node)
-    _drop_unexpected_cell_keys(node, notes)
+    if _future_minor(node):
+        notes.append(f"nbformat 4.{node['nbformat_minor']} is newer than 4.{nbformat.v4.nbformat_minor}: read "
+                     "as nbformat's validator reads it (unknown cell types and fields allowed)")
+    else:
+        _drop_unexpected_cell_keys(node, notes)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -216,7 +250,9 @@ def _check_v4_shape(node: dict[str, Any]) -> None:
     for i, cell in enumerate(cells):
         if not isinstance(cell, dict):
             raise NotebookUnreadable("", f"schema violation: cell {i} is not an object")
-        if cell.get("cell_type") not in ("code", "markdown", "raw"):
+        if cell.get("cell_type") not in ("code", "markdown", "raw") and not (
+            _future_minor(node) and isinstance(cell.get("cell_type"), str)
+        ):
             raise NotebookUnreadable(
                 "", f"schema violation: cell {i} has cell_type {cell.get('cell_type')!r}"
             )
@@ -262,29 +298,43 @@ def _output(raw: dict[str, Any]) -> Output:
 
 
 def _build(
-    nb: dict[str, Any], path: str, digest: str, major: int, minor: int, notes: list[str], size: int
+    nb: dict[str, Any], path: str, digest: str, major: int, minor: int, notes: list[str], size: int,
+    own_ids: list[str | None] | None = None,
 ) -> Notebook:
-    keep_ids = major == 4 and minor >= 5
     meta = dict(nb.get("metadata") or {})
     kernelspec = meta.get("kernelspec") or {}
     lang_info = meta.get("language_info") or {}
-    language = str(lang_info.get("name") or kernelspec.get("language") or "python").lower()
+    language = str(lang_info.get("name") or kernelspec.get("language") or "").lower()
     cells: list[Cell] = []
     seen: set[str] = set()
-    for index, raw in enumerate(nb.get("cells", [])):
+    missing = duplicate = 0
+    raw_cells = list(nb.get("cells", []))
+    if own_ids is not None and len(own_ids) != len(raw_cells):
+        own_ids = None
+    for index, raw in enumerate(raw_cells):
         source = join_text(raw.get("source"))
-        cell_id = raw.get("id") if keep_ids else None
-        synthetic = not (isinstance(cell_id, str) and cell_id and cell_id not in seen)
+        # The file's own id, never the one nbformat's repair drew at random (a new one on every read)
+        cell_id = own_ids[index] if own_ids is not None else None
+        synthetic = cell_id is None or cell_id in seen
+        if own_ids is not None and synthetic:
+            missing += cell_id is None
+            duplicate += cell_id is not None
         if synthetic:
             cell_id = synthetic_cell_id(index, source)
         seen.add(cell_id)
-        tags = (raw.get("metadata") or {}).get("tags") or []
+        cell_meta = raw.get("metadata") or {}
+        tags = cell_meta.get("tags") or []
         count = raw.get("execution_count")
+        cell_type = raw.get("cell_type", "raw")
+        unknown = "" if cell_type in ("code", "markdown", "raw") else str(cell_type)
+        mimetype = cell_meta.get("raw_mimetype") or cell_meta.get("format") if cell_type == "raw" else None
+        if unknown:
+            notes.append(f"Cell [{index}]: unknown cell type {unknown!r} (nbformat 4.{minor}), shown as raw")
         cells.append(
             Cell(
                 index=index,
                 id=cell_id,
-                cell_type=raw.get("cell_type", "raw"),
+                cell_type="raw" if unknown else cell_type,
                 source=source,
                 execution_count=_count(count),
                 outputs=[_output(o) for o in raw.get("outputs") or [] if isinstance(o, dict)],
@@ -293,8 +343,15 @@ def _build(
                 },
                 tags=[str(t) for t in tags] if isinstance(tags, list) else [],
                 id_is_synthetic=synthetic,
+                raw_mimetype=mimetype if isinstance(mimetype, str) else "",
+                unknown_type=unknown,
             )
         )
+    if missing or duplicate:
+        what = " and ".join(p for p in (f"{missing} missing" if missing else "",
+                                        f"{duplicate} duplicate" if duplicate else "") if p)
+        notes.append(f"repaired: {what} cell id(s) replaced by ids derived from cell index and source "
+                     "(the same on every read)")
     return Notebook(
         path=path,
         sha256=digest,

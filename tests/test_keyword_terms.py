@@ -1,0 +1,51 @@
+"""Keyword search finds non-ASCII symbols and words: the terms of index/terms.py, and a search end to end."""
+
+from __future__ import annotations
+
+from contextlib import closing
+from pathlib import Path
+
+from conftest import HashEmbedder, code, stream, write_nb
+from nbrecall.backends import open_manifest, open_store
+from nbrecall.config import Settings
+from nbrecall.index.store import SearchFilters
+from nbrecall.index.terms import extra_terms, keyword_query, keyword_text
+from nbrecall.ingest.pipeline import run_index
+from nbrecall.search.retrieve import retrieve
+
+
+def test_terms_of_symbols_and_cjk_runs() -> None:
+    assert extra_terms("plain ascii text, x = 1 + 2") == []
+    assert extra_terms("a ☃ at 360° for 5 €") == ["u2603", "u00b0", "u20ac"]
+    assert extra_terms("数据分析 and 東 alone") == ["数据", "据分", "分析", "東"]
+    assert extra_terms("café Kármán α β μm") == []  # letters: the tokenizers keep (and fold) them already
+    stored = keyword_text("path\nheading\n\nprints ☃ twice ☃")
+    assert stored == "path\nheading\nu2603 u2603\n\nprints ☃ twice ☃"  # in the header: snippets skip it
+    assert keyword_query("why ☃?") == "why  u2603 ?" and keyword_query("数据分析") == " 数据 据分 分析 "
+
+
+def test_keyword_search_finds_non_ascii_symbols_and_words(tmp_path: Path) -> None:
+    root = tmp_path / "archive"
+    samples = {
+        "snow": [code("print(chr(9731))", 1, [stream("☃\n")])],
+        "angle": [code("turn(360)", 1, [stream("rotated by 360° in 12 s\n")])],
+        "french": [code("x = 1", 1, [stream("résumé: la température moyenne\n")])],
+        "chinese": [code("report()", 1, [stream("数据分析的结果如下所示\n")])],
+        "japanese": [code("report()", 1, [stream("東京大学で研究する\n")])],
+        "other": [code("total = 42", 1, [stream("total 42 kN\n")])],
+    }
+    for name, cells in samples.items():
+        write_nb(root / f"{name}.ipynb", cells)
+    settings = Settings(index_dir=tmp_path / "index")
+    embedder = HashEmbedder()
+    store = open_store(settings, embedder.dim)
+    run_index([root], settings, embedder, store)
+    expected = {"☃": "snow", "360°": "angle", "°": "angle", "température": "french", "temperature": "french",
+                "résumé": "french", "数据": "chinese", "分析": "chinese", "東京": "japanese", "研究": "japanese"}
+    with closing(open_manifest(settings, readonly=True)) as manifest:
+        for query, name in expected.items():
+            hits = store.keyword(query, 5, SearchFilters())
+            assert hits and hits[0]["notebook"] == f"{name}.ipynb", query
+            found = retrieve(query, store, manifest, None, settings.retrieve)
+            assert found.notebooks[0].notebook == f"{name}.ipynb", query
+            assert "u2603" not in found.notebooks[0].hits[0].snippet  # the terms never show
