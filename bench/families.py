@@ -1,11 +1,16 @@
 """Notebook families of an index: list them, check the copies a query set knows, sweep the thresholds.
 
     python bench/families.py --index /tmp/wt20/idx2 --queries ../shared/eval2/queries.jsonl [--list] [--sweep]
+                             [--results RESULTS.jsonl]
 
 Reads the index's manifest only (signatures, families, paths). `--list` prints every family of two or more with
 its members; the `also` fields of the query set name copies of a query's notebook: each such pair is reported
 joined or not. `--sweep` recomputes families from the stored signatures over all pairs (exact pairwise estimates,
 no LSH: what the LSH may miss shows as a difference from the stored families) for several thresholds.
+`--results` reads the JSON Lines of `nbrecall search - --json -k 30` (of any nbrecall version, e.g. main before
+families, over the query set's questions in order) and gives the distinct families among the first five results
+(fam@5, as `nbrecall eval` counts it), the families taken from this index by path: "before" for a version that
+does not group.
 """
 
 from __future__ import annotations
@@ -57,6 +62,24 @@ def components(n: int, edges: list[tuple[int, int]]) -> list[int]:
     return [find(i) for i in range(n)]
 
 
+def fam_at_5(results: Path, queries: Path, family_of: dict[str, str]) -> None:
+    """fam@5 (and nb@1, nb@3 as a check against `nbrecall eval`) of stored search results, families by path."""
+    from nbrecall.search.evaluate import judge, load_queries, metrics
+
+    items = load_queries(queries)
+    lines = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if len(lines) != len(items) or any(r["query"] != q.query.strip() for r, q in zip(lines, items, strict=False)):
+        raise SystemExit(f"{results}: expected one line per query of {queries}, in order")
+    outcomes = []
+    for item, line in zip(items, lines, strict=True):
+        for hit in line["results"]:
+            hit.setdefault("family", family_of.get(hit["notebook"], hit["notebook"]))
+        outcomes.append(judge(item, line["results"]))
+    m = metrics(outcomes)
+    print(f"\n{results}: {len(items)} queries; nb@1 {m['nb@1']:.3f}  nb@3 {m['nb@3']:.3f}  "
+          f"cell@10c {m['cell@10c']:.3f}  fam@5 {m['fam@5']:.3f} (families of this index)")
+
+
 def repo(rel: str) -> str:
     return rel.split("/", 1)[0]
 
@@ -67,6 +90,7 @@ def main() -> int:
     parser.add_argument("--queries", type=Path)
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--results", type=Path, help="search JSON Lines to count families in the top 5 of")
     args = parser.parse_args()
     manifest = Manifest(args.index / "manifest.sqlite", readonly=True)
     store = family_store(manifest)
@@ -106,6 +130,8 @@ def main() -> int:
             joined += same
             print(f"  {'joined ' if same else 'APART  '} {a}  ~  {b}")
         print(f"{joined} of {len(pairs)} pairs joined")
+    if args.results and args.queries:
+        fam_at_5(args.results, args.queries, {rel: family.get(sha, sha) for rel, sha in by_path.items()})
     if args.sweep:
         sigs = store.signatures(shas)
         order = [s for s in shas if s in sigs]
