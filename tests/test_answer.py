@@ -9,9 +9,10 @@ import pytest
 from nbformat import v4
 
 from conftest import HashEmbedder, code, result, stream, write_nb
-from nbrecall.answer.answer import answer, stream_answer
-from nbrecall.answer.context import TRUNCATED, build_context, notebook_heading, render_cell
-from nbrecall.answer.extractive import classify, sentences
+from nbrecall.answer.answer import answer, llm_context, stream_answer
+from nbrecall.answer.context import TRUNCATED, VALUES_HEADING, build_context, notebook_heading, render_cell
+from nbrecall.answer.question import read_question
+from nbrecall.answer.sentences import sentences
 from nbrecall.config import Settings
 from nbrecall.convert.tokens import count_llm_tokens
 from nbrecall.index.store import LanceStore, SearchFilters
@@ -122,42 +123,58 @@ def cell_text(archive: Archive, notebook: str, idx: int) -> str:
     ],
 )
 def test_classify(question: str, kind: str) -> None:
-    assert classify(question) == kind
+    assert read_question(question).kind == kind
 
 
 def test_value_from_a_printed_line(archive: Archive) -> None:
     found = ask(archive, "what total ballast volume did we use aft")
-    assert found.mode == "extractive"
-    assert found.text.startswith("Total ballast aft: 1,284.6 m3")
-    assert found.text.endswith(f"[{BALLAST} › Cell 4]")
-    assert [(c.notebook, c.cell) for c in found.citations] == [(BALLAST, 4)]
+    assert found.mode == "extractive" and found.kind == "value"
+    best = found.values[0]
+    assert float(best.value.replace(",", "")) == 1284.6 and "aft" in best.label.lower()
+    assert found.text.startswith(f"{best.shown} — [{BALLAST} › Cell {best.citation.cell}]")
+    assert (found.citations[0].notebook, found.citations[0].cell) == (BALLAST, best.citation.cell)
     assert found.citations[0].cell_id and found.citations[0].nb_sha
-    assert "Total ballast aft: 1,284.6 m3" in cell_text(archive, BALLAST, 4)  # copied, not written
+    assert best.shown in cell_text(archive, BALLAST, best.citation.cell) or best.citation.cell == 3  # copied
+    assert "Also found:" in found.text and 1 < len(found.values) <= 3  # alternatives from other cells
+    assert len({(v.citation.notebook, v.citation.cell) for v in found.values}) == len(found.values)
+    assert found.values[0].year == 2017
 
 
-def test_value_from_a_dataframe_row(archive: Archive) -> None:
+def test_value_from_a_dataframe_cell(archive: Archive) -> None:
     found = ask(archive, "what ballast mass did we have in the mid zone")
-    assert found.text.startswith("mid — mass_t: 1538.9"), found.text
+    assert (found.values[0].label, found.values[0].value) == ("mid · mass_t", "1538.9"), found.text
     assert found.citations[0].cell == 3
 
 
-def test_value_max_row_of_a_table(archive: Archive) -> None:
+def test_value_max_of_a_table_column(archive: Archive) -> None:
     found = ask(archive, "which mooring line had the highest max tension")
-    assert found.text.startswith("L5 — max_tension_kN: 3439.8"), found.text
+    assert (found.values[0].label, found.values[0].value) == ("L5 · max_tension_kN", "3439.8"), found.text
     assert (found.citations[0].notebook, found.citations[0].cell) == (MOORING, 1)
 
 
 def test_value_bare_scalar_is_labelled_with_its_expression(archive: Archive) -> None:
     found = ask(archive, "what was the lcg of the ballast")
-    assert found.text.startswith("lcg: 53.55"), found.text
+    assert found.values[0].shown == "lcg: 53.55", found.text
     util = ask(archive, "what utilisation did the mooring lines reach")
-    assert util.text.startswith("util: 0.603"), util.text
+    assert util.values[0].shown == "util = 0.603", util.text
 
 
 def test_value_from_a_constant_in_the_source(archive: Archive) -> None:
     found = ask(archive, "what sea water density did we use")
     assert found.text.startswith("RHO_SW = 1.025  # sea water density [t/m3]"), found.text
     assert found.citations[0].cell == 1
+
+
+def test_no_value_close_enough_points_at_the_cell(archive: Archive) -> None:
+    # no notebook mentions lifeboats, and no printed value's name is close in meaning (test embedder: shares no word)
+    found = ask(archive, "what lifeboat capacity did the mooring plan assume")
+    assert not found.values and found.citations, found.text
+    assert found.notice and "closest cell" in found.notice and "lifeboat" in found.notice
+
+
+def test_value_whose_name_misses_the_subject_is_flagged(archive: Archive) -> None:
+    found = ask(archive, "how many lifeboats does the ballast plan list")
+    assert found.notice and "does not say “lifeboat”" in found.notice, found.text
 
 
 def test_where_answer_names_notebook_section_and_cell(archive: Archive) -> None:
@@ -193,7 +210,10 @@ def test_stream_answer_events(archive: Archive) -> None:
     done = events[-1].answer
     assert done is not None and text == done.text
     payload = events[-1].as_dict()
-    assert payload["answer"]["mode"] == "extractive" and payload["answer"]["citations"][0]["cell"] == 4
+    assert payload["answer"]["mode"] == "extractive" and payload["answer"]["kind"] == "value"
+    first = payload["answer"]["values"][0]
+    assert first["notebook"] == BALLAST and first["cell"] == payload["answer"]["citations"][0]["cell"]
+    assert {"value", "label", "shown", "unit", "cell_id", "year"} <= set(first)
 
 
 def test_sentences_skip_headings_and_fences() -> None:
@@ -221,6 +241,20 @@ def test_context_is_addressable_and_inside_the_budget(archive: Archive) -> None:
     assert (BALLAST, 4) in small.citable()  # the matching cell comes first
     assert TRUNCATED not in small.text  # whole cells only while they fit
     assert small.dropped > 0
+
+
+def test_context_lists_the_best_values_first_and_they_are_citable(archive: Archive) -> None:
+    question = "what ballast volume did we use aft"
+    found = archive.search(question)
+    context = llm_context(question, found, archive, archive.settings)
+    assert context.text.startswith(VALUES_HEADING)
+    listed = context.text.split("\n\n", 1)[0]
+    assert "1,284.6" in listed or "1284.6" in listed
+    assert context.tokens <= archive.settings.answer.context_tokens
+    assert count_llm_tokens(listed) <= archive.settings.answer.context_tokens * 0.2
+    cited = [line.rsplit("[", 1)[1].split(" › Cell ") for line in listed.splitlines()[1:]]
+    for notebook, cell in cited:
+        assert (notebook, int(cell.split("]")[0])) in context.citable()
 
 
 def _fake_result(cells: list[CellRecord]) -> SearchResult:

@@ -94,8 +94,11 @@ def test_mcp_server_tools(real_index: Path, model_cache: Path) -> None:
 
     answer = ask.structured_content or json.loads(ask.content[0].text)
     assert answer["mode"] == "extractive"
-    assert answer["text"].startswith("Total ballast aft: 1,284.6 m3")
-    assert answer["citations"][0]["label"] == f"[{BALLAST} › Cell 4]"
+    best = answer["values"][0]
+    assert float(best["value"].replace(",", "")) == 1284.6 and best["notebook"] == BALLAST
+    assert answer["text"].startswith(best["shown"])
+    assert answer["citations"][0]["label"] == f"[{BALLAST} › Cell {best['cell']}]"
+    assert {"label", "unit", "cell_id", "year"} <= set(best) and len(answer["values"]) <= 3
 
     got = cell.structured_content or json.loads(cell.content[0].text)
     assert got["notebook"] == BALLAST and got["cell"] == 4 and got["cell_type"] == "code"

@@ -578,3 +578,32 @@ def test_progressive_indexing_keyword_first_then_vectors(tmp_path: Path, pg_url:
         assert stats["embedded"] == stats["chunks"] and stats["waiting for a vector"] == 0
     assert store.db.execute("SELECT count(*) FROM chunks WHERE vector IS NULL").fetchone()[0] == 0
     check_consistent(settings, [root])
+
+
+def test_value_facts_live_in_the_postgresql_store_too(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
+    from nbrecall.answer.answer import answer
+    from nbrecall.service import Archive
+
+    root = tmp_path / "share"
+    write_nb(root / "ballast.ipynb", [
+        v4.new_markdown_cell("# Ballast plan\nBallast of the departure condition."),
+        code("print(f'Total ballast aft: {aft:,.1f} m3')", 1, [v4.new_output("stream", name="stdout",
+                                                                             text="Total ballast aft: 1,284.6 m3\n")]),
+        code("total_ballast = aft + mid + fwd\ntotal_ballast", 2, [result("3803.0", 2)]),
+    ])
+    settings = settings_for(tmp_path / "idx", pg_url, pg_schema)
+    embedder = HashEmbedder()
+    run_index([root], settings, embedder, open_store(settings, embedder.dim))
+    archive = Archive(settings, _embedder=embedder)
+    sha = archive.manifest.find_by_path("ballast.ipynb")
+    assert isinstance(archive.manifest, PgManifest)
+    facts = {(f.label, f.value) for f in archive.manifest.facts(sha)}
+    assert {("Total ballast aft", "1,284.6"), ("total_ballast", "3803.0")} <= facts
+    rows = archive.store.search("total ballast aft", None, 10, SearchFilters(kinds=["fact"]))
+    assert rows and rows[0].row["kind"] == "fact" and "Total ballast aft" in rows[0].row["text"]  # by keyword
+    found = archive.search("total ballast aft", SearchFilters(kinds=["fact"]))
+    hit = found.notebooks[0].hits[0]
+    assert hit.kind == "fact" and hit.fact is not None and hit.fact["value"] == "1,284.6"
+    assert hit.contract()["fact"] == hit.fact
+    found = answer("what was the total ballast", archive, settings)
+    assert found.values and found.values[0].value == "3803.0" and found.citations[0].cell == 2

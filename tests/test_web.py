@@ -87,7 +87,7 @@ def test_search_api_returns_the_json_contract_and_a_notebook_grouping(
     assert data["query"] == query
     assert 1 <= len(data["results"]) <= 6
     for hit in data["results"]:
-        assert set(hit) == CONTRACT_KEYS
+        assert set(hit) == CONTRACT_KEYS | ({"fact"} if hit["kind"] == "fact" else set())
     # the same hits as the library gives (what `nbrecall search --json` prints)
     expected = [h.contract() for h in open_archive(settings).search(query).hits(6)]
     assert [(h["notebook"], h["cell"], h["cell_id"], h["kind"]) for h in data["results"]] == [
@@ -95,7 +95,8 @@ def test_search_api_returns_the_json_contract_and_a_notebook_grouping(
     ]
     assert data["results"][0]["notebook"] == BALLAST_REL
     # grouping: the same hits, notebook by notebook, each with its id and a viewer link
-    flat = [{k: v for k, v in h.items() if k in CONTRACT_KEYS} for nb in data["notebooks"] for h in nb["hits"]]
+    keys = CONTRACT_KEYS | {"fact"}
+    flat = [{k: v for k, v in h.items() if k in keys} for nb in data["notebooks"] for h in nb["hits"]]
     assert flat == data["results"]
     for nb in data["notebooks"]:
         assert HEX64.match(nb["id"]) and shas[nb["path"]] == nb["id"]
@@ -270,11 +271,26 @@ def test_ask_streams_server_sent_events(client: TestClient) -> None:
             assert answer["question"].startswith("what ballast volume")
 
 
+def test_ask_in_one_json_answer_with_its_values(client: TestClient) -> None:
+    question = "what ballast volume did we use aft for the 130 m PSV?"
+    for response in (client.get("/api/ask", params={"q": question, "format": "json"}),
+                     client.post("/api/ask", json={"q": question, "format": "json"})):
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"].startswith("application/json")
+        answer = response.json()
+        assert answer["question"] == question and answer["mode"] == "extractive" and answer["kind"] == "value"
+        assert answer["values"] and answer["values"][0]["cell"] == answer["citations"][0]["cell"]
+        assert {"value", "label", "shown", "unit", "notebook", "cell_id", "year"} <= set(answer["values"][0])
+
+
 @pytest.mark.parametrize(
     ("method", "kwargs"),
     [
         ("get", {"params": {"q": "x" * 2001}}),
         ("get", {"params": {}}),
+        ("get", {"params": {"q": "   "}}),
+        ("get", {"params": {"q": "ballast", "format": "xml"}}),
+        ("post", {"json": {"q": " \t "}}),
         ("post", {"json": {"q": "x" * 2001}}),
         ("post", {"json": {"q": ""}}),
         ("post", {"json": {"question": "no q"}}),

@@ -584,11 +584,16 @@ def eval_command(
     ] = False,
     show_misses: Annotated[bool, typer.Option("--misses", help="List the queries that missed.")] = False,
     all_versions: VersionsOpt = False,
+    answers: Annotated[
+        bool, typer.Option("--answers", help="Measure the extractive answers instead (value@1, value@3, cell@1, "
+                           "and the share of value questions whose value is in the LLM context).")
+    ] = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> None:
     """Measure retrieval on a query set: nb@1, nb@3, nb@5, MRR and cell@10c, overall and per kind, and the
-    distinct notebook families among the first five results."""
+    distinct notebook families among the first five results; with --answers, the answers: the expected value
+    first (value@1) or among three (value@3), a right first cell."""
     from nbrecall.backends import index_exists
     from nbrecall.search.evaluate import evaluate, load_queries, resolve_copies
 
@@ -600,6 +605,9 @@ def eval_command(
         index([root], index_dir=settings.index_dir, config=config, no_vectors=False, store=settings.store.url)
     archive = _open_archive(settings)
     items = load_queries(queries)
+    if answers:
+        _eval_answers(archive, settings, items, root, show_misses)
+        return
     resolve_copies(items, root)
 
     def run(text: str) -> list[dict]:  # type: ignore[type-arg]
@@ -640,6 +648,46 @@ def eval_command(
                     f"[yellow]{q.id}[/yellow] {q.kind} nb rank {outcome.notebook_rank} cell "
                     f"{'hit' if outcome.cell_hit else 'miss'}: {q.query}"
                 )
+
+
+def _eval_answers(archive, settings: Settings, items: list, root: Path, show_misses: bool) -> None:  # type: ignore[no-untyped-def, type-arg]
+    from nbrecall.answer.answer import llm_context
+    from nbrecall.answer.compose import extractive_answer
+    from nbrecall.answer.evaluate import evaluate_answers
+    from nbrecall.answer.question import read_question
+    from nbrecall.answer.values import rank_values
+
+    def ask(text: str):  # type: ignore[no-untyped-def]
+        result = archive.search(text)
+        ranked = rank_values(read_question(text), result, archive) if result.notebooks else []
+        context = llm_context(text, result, archive, settings, ranked=ranked).text
+        return extractive_answer(text, result, archive, ranked=ranked), context
+
+    table, outcomes = evaluate_answers(items, ask)
+    out = Console()
+    columns = ["n", "value@1", "value@3", "cell@1", "context"]
+    kinds = Table(title=f"extractive answers: {len(items)} queries over {root}")
+    kinds.add_column("kind")
+    for column in columns:
+        kinds.add_column(column, justify="right")
+    for kind, values in table.items():
+        kinds.add_row(kind, *(("" if c not in values else str(int(values[c])) if c == "n" else f"{values[c]:.3f}")
+                              for c in columns))
+    out.print(kinds)
+    if show_misses:
+        from rich.markup import escape
+
+        for o in outcomes:
+            if o.value_first is False or not o.cell_first:
+                q = o.query
+                first = o.answer.citations[0] if o.answer.citations else None
+                got = f"{first.notebook} › Cell {first.cell}" if first else "no citation"
+                out.print(f"[yellow]{q.id}[/yellow] {q.kind}: {escape(q.query)}")
+                if o.value_first is False:
+                    out.print(f"   expected {escape(q.answer or '')!s}; answered: "
+                              f"{escape(o.answer.text.splitlines()[0] if o.answer.text else '')}")
+                if not o.cell_first:
+                    out.print(f"   cell: expected {q.notebook} › {q.cells}; cited {escape(got)}")
 
 
 @app.command()
@@ -749,6 +797,10 @@ def ask(
 
     from nbrecall.answer.answer import stream_answer
 
+    if not question.strip():
+        err.print("[red]error:[/red] the question is empty: ask something, e.g. nbrecall ask \"what ballast volume "
+                  "did we use aft\"")
+        raise typer.Exit(2)
     settings = _settings(config, index_dir, store)
     if extractive:
         settings.answer.base_url = None

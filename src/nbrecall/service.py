@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from nbrecall import backends
 from nbrecall.config import Settings
 from nbrecall.index.embed import Embedder, EmbedSettings, load_embedder
@@ -43,6 +45,7 @@ class Archive:
     settings: Settings
     _embedder: Embedder | None = field(default=None, repr=False)
     _store: Store | None = field(default=None, repr=False)
+    _last_vector: tuple[str, np.ndarray] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not backends.index_exists(self.settings):
@@ -65,11 +68,19 @@ class Archive:
             self._store = open_store(self.settings, self.embedder.dim)
         return self._store
 
+    def query_vector(self, query: str) -> np.ndarray | None:
+        """The question's vector (None with vectors off); the last one is kept, since an answer searches twice."""
+        if not query.strip() or not self.settings.embed.enabled:
+            return None
+        if self._last_vector is None or self._last_vector[0] != query:
+            self._last_vector = (query, self.embedder.embed([query])[0])
+        return self._last_vector[1]
+
     def search(
         self, query: str, filters: SearchFilters | None = None, max_notebooks: int = 10, all_versions: bool = False
     ) -> SearchResult:
         """One result per notebook family (`[families]`), or every version with `all_versions`."""
-        vector = self.embedder.embed([query])[0] if query.strip() and self.settings.embed.enabled else None
+        vector = self.query_vector(query)
         return retrieve(
             query,
             self.store,

@@ -15,11 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from nbrecall.answer.context import Context, build_context
-from nbrecall.answer.extractive import extractive_answer
+from nbrecall.answer.compose import extractive_answer, pick_values
+from nbrecall.answer.context import Context, ContextValue, build_context
 from nbrecall.answer.keys import KeyStoreError, resolve_api_key
 from nbrecall.answer.llm import SYSTEM_PROMPT, LLMClient, LLMError, ThinkFilter, parse_citations, user_message
+from nbrecall.answer.question import read_question
 from nbrecall.answer.types import Answer, AnswerEvent
+from nbrecall.answer.values import RankedFact, rank_values
 from nbrecall.config import Settings
 from nbrecall.index.store import SearchFilters
 from nbrecall.ingest.manifest import CellRecord
@@ -53,18 +55,18 @@ def stream_answer(
         return
     result = archive.search(question, filters)
     if not llm_configured(settings):
-        found = extractive_answer(question, result, archive.manifest)
+        found = extractive_answer(question, result, archive, filters)
         if settings.answer.base_url and not settings.answer.model:
             missing = "answer.base_url is set but answer.model is not (NBRECALL_LLM_MODEL): extractive answer shown"
             found.notice = f"{missing} ({found.notice})" if found.notice else missing
         yield from _events(found)
         return
     if not result.notebooks:
-        found = extractive_answer(question, result, archive.manifest)
+        found = extractive_answer(question, result, archive, filters)
         found.notice = "no matching notebook: the LLM was not asked"
         yield from _events(found)
         return
-    yield from _llm_events(question, result, archive, settings)
+    yield from _llm_events(question, result, archive, settings, filters)
 
 
 def _extra_cells(result: SearchResult, archive: Archive, max_notebooks: int) -> dict[str, list[CellRecord]]:
@@ -79,26 +81,44 @@ def _extra_cells(result: SearchResult, archive: Archive, max_notebooks: int) -> 
     return extra
 
 
-def llm_context(result: SearchResult, archive: Archive, settings: Settings) -> Context:
+CONTEXT_VALUES = 12  # value facts listed at most in the LLM context
+
+
+def llm_context(question: str, result: SearchResult, archive: Archive, settings: Settings,
+                filters: SearchFilters | None = None, ranked: list[RankedFact] | None = None) -> Context:
+    """What the LLM is sent: the best value facts for the question, then the top notebooks' neighbourhoods and
+    other matching cells, inside `answer.context_tokens` (`ranked`: the facts already ranked for the question)."""
     top = max(1, settings.retrieve.top_notebooks)
+    values: list[ContextValue] = []
+    if result.notebooks:
+        if ranked is None:
+            ranked = rank_values(read_question(question), result, archive, filters)
+        values = [ContextValue(c.fact.statement(), c.notebook, c.nb_sha, c.fact.cell, c.fact.cell_id, c.fact.heading)
+                  for c in pick_values(ranked, CONTEXT_VALUES)]
     return build_context(
-        result, settings.answer.context_tokens, max_notebooks=top, extra=_extra_cells(result, archive, top)
+        result, settings.answer.context_tokens, max_notebooks=top, extra=_extra_cells(result, archive, top),
+        values=values,
     )
 
 
-def _fallback(question: str, result: SearchResult, archive: Archive, notice: str) -> Answer:
-    found = extractive_answer(question, result, archive.manifest)
+def _fallback(
+    question: str, result: SearchResult, archive: Archive, notice: str, filters: SearchFilters | None = None
+) -> Answer:
+    found = extractive_answer(question, result, archive, filters)
     found.notice = notice if not found.notice else f"{notice} ({found.notice})"
     return found
 
 
-def _llm_events(question: str, result: SearchResult, archive: Archive, settings: Settings) -> Iterator[AnswerEvent]:
+def _llm_events(
+    question: str, result: SearchResult, archive: Archive, settings: Settings, filters: SearchFilters | None = None
+) -> Iterator[AnswerEvent]:
     try:
         client = LLMClient.from_settings(settings.answer, resolve_api_key(settings))
     except (KeyStoreError, LLMError) as exc:
-        yield from _events(_fallback(question, result, archive, f"LLM not used: {exc}; extractive answer shown"))
+        unused = f"LLM not used: {exc}; extractive answer shown"
+        yield from _events(_fallback(question, result, archive, unused, filters))
         return
-    context = llm_context(result, archive, settings)
+    context = llm_context(question, result, archive, settings, filters)
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": user_message(question, context)},
@@ -118,18 +138,18 @@ def _llm_events(question: str, result: SearchResult, archive: Archive, settings:
     except LLMError as exc:
         retried = f" after {client.attempts} attempts" if client.attempts > 1 else ""
         if parts:
-            notice = f"LLM stream broke off ({exc}); the partial answer is replaced by the extractive answer"
+            failed = f"LLM stream broke off ({exc}); the partial answer is replaced by the extractive answer"
         else:
-            notice = f"LLM endpoint failed{retried} ({exc}); extractive answer shown"
-        yield from _events(_fallback(question, result, archive, notice))
+            failed = f"LLM endpoint failed{retried} ({exc}); extractive answer shown"
+        yield from _events(_fallback(question, result, archive, failed, filters))
         return
     text = think.sent.strip()  # the streamed pieces, less any reasoning an unopened `</think>` turned out to end
     if not text:
         empty = "LLM returned an empty answer; extractive answer shown"
-        yield from _events(_fallback(question, result, archive, empty))
+        yield from _events(_fallback(question, result, archive, empty, filters))
         return
     citations, invented = parse_citations(text, context)
-    notice = None
+    notice: str | None = None
     if think.restarted:
         notice = "the model's reasoning was streamed before an unopened </think>; the final answer leaves it out"
     if invented:

@@ -151,24 +151,71 @@ def _candidates(result: SearchResult, max_notebooks: int) -> list[tuple[Notebook
     return picked
 
 
+@dataclass
+class ContextValue:
+    """A value fact for the context's value list: as printed, and the cell it is in."""
+
+    shown: str
+    notebook: str
+    nb_sha: str
+    cell: int
+    cell_id: str
+    heading: str = ""
+
+    def line(self) -> str:
+        where = f" ({self.heading})" if self.heading else ""
+        return f"- {self.shown} [{self.notebook} › Cell {self.cell}]{where}"
+
+
+VALUES_HEADING = "# Values printed in these notebooks (best match first; each cites its cell)"
+VALUES_SHARE = 0.2  # of the budget, at most, for the value list: the cells are what the model reads
+
+
+def _values_block(values: list[ContextValue], budget: int) -> tuple[str, list[ContextValue]]:
+    """As many of `values` as fit in `budget` tokens, one line each under `VALUES_HEADING`."""
+    lines = [VALUES_HEADING]
+    kept: list[ContextValue] = []
+    for value in values:
+        line = value.line()
+        if count_llm_tokens("\n".join([*lines, line])) > budget:
+            break
+        lines.append(line)
+        kept.append(value)
+    return ("\n".join(lines), kept) if kept else ("", [])
+
+
 def build_context(
     result: SearchResult,
     budget_tokens: int = DEFAULT_BUDGET,
     max_notebooks: int = 3,
     extra: dict[str, list[CellRecord]] | None = None,
+    values: list[ContextValue] | None = None,
 ) -> Context:
     """The context for `result`, inside `budget_tokens` cl100k tokens.
 
     `extra` maps a notebook sha to more cells of that notebook (e.g. other matching cells) that are added, in
-    order, after every neighbourhood has had its place, while the budget allows.
+    order, after every neighbourhood has had its place, while the budget allows. `values` (the value facts ranked
+    for the question) come first, one line each, in at most `VALUES_SHARE` of the budget: a value often sits in a
+    cell that no neighbourhood reaches, and its line is a tenth of the cell's cost. Their cells are citable.
     """
+    block, listed = _values_block(values or [], int(budget_tokens * VALUES_SHARE))
+    if block:
+        inner = build_context(result, budget_tokens - count_llm_tokens(block) - 2, max_notebooks, extra)
+        text = f"{block}\n\n{inner.text}" if inner.text else block
+        in_context = list(inner.cells)
+        seen = {(c.notebook, c.cell) for c in in_context}
+        for v in listed:
+            if (v.notebook, v.cell) not in seen:
+                seen.add((v.notebook, v.cell))
+                in_context.append(ContextCell(v.notebook, v.nb_sha, v.cell, v.cell_id, "value"))
+        return Context(text, in_context, count_llm_tokens(text), budget_tokens, inner.dropped)
     candidates = _candidates(result, max_notebooks)
     if extra:
         by_sha = {nb.nb_sha: nb for nb in result.notebooks[:max_notebooks]}
         have = {(nb.nb_sha, c.idx) for nb, c in candidates}
-        for sha, cells in extra.items():
+        for sha, more in extra.items():
             if sha in by_sha:
-                candidates.extend((by_sha[sha], c) for c in cells if (sha, c.idx) not in have)
+                candidates.extend((by_sha[sha], c) for c in more if (sha, c.idx) not in have)
     headings = {nb.nb_sha: notebook_heading(nb) for nb, _ in candidates}
     used = 0
     chosen: dict[str, dict[int, tuple[str, ContextCell]]] = {}

@@ -19,7 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from nbrecall.answer.answer import answer as answer_question
-from nbrecall.answer.extractive import _headings
+from nbrecall.answer.places import heading_paths
 from nbrecall.config import Settings
 from nbrecall.index.store import SearchFilters
 from nbrecall.service import Archive
@@ -85,7 +85,7 @@ def get_cell_data(archive: Archive, notebook: str, cell: int) -> dict[str, Any]:
         "cell_id": record.cell_id,
         "cell_type": record.cell_type,
         "execution_count": record.execution_count,
-        "heading": _headings(records).get(cell, ""),
+        "heading": heading_paths(records).get(cell, ""),
         "source": record.source,
         "outputs": record.outputs,
         "n_cells": len(records),
@@ -125,8 +125,10 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
         include_deprecated: bool = False,
     ) -> dict[str, Any]:
         """Answer a question from the notebooks. Returns the answer text with inline citations
-        [notebook › Cell n], the cited cells, the mode ("llm" or "extractive") and a notice when something
-        fell back. Same filters as `search`."""
+        [notebook › Cell n], the cited cells, the mode ("llm" or "extractive"), a notice when something
+        fell back or no value answered closely enough, and for a value question `values`: the best value and up
+        to two alternatives from other cells, each with value, label, notebook, cell and year. Same filters as
+        `search`."""
         filters = parse_filters(year, project, author, tag, include_deprecated)
         found = answer_question(question, archive, settings, filters)
         return {
@@ -138,6 +140,7 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
                 {"notebook": c.notebook, "cell": c.cell, "cell_id": c.cell_id, "nb_sha": c.nb_sha, "label": c.label()}
                 for c in found.citations
             ],
+            "values": [v.as_dict() for v in found.values],
         }
 
     @server.tool()

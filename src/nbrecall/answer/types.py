@@ -20,14 +20,39 @@ class Citation:
 
 
 @dataclass
+class FoundValue:
+    """A value an answer gives: as printed, what names it, and the cell it is copied from."""
+
+    value: str
+    label: str
+    shown: str  # the printed text holding label and value
+    unit: str
+    citation: Citation
+    year: int | None = None
+    stale: bool = False
+    score: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "label": self.label, "shown": self.shown, "unit": self.unit,
+                "notebook": self.citation.notebook, "cell": self.citation.cell, "cell_id": self.citation.cell_id,
+                "nb_sha": self.citation.nb_sha, "year": self.year, "stale": self.stale,
+                "score": round(self.score, 4)}
+
+
+@dataclass
 class Answer:
-    """A complete answer: text with inline citations, the cited cells, and how it was made."""
+    """A complete answer: text with inline citations, the cited cells, and how it was made.
+
+    A value answer also lists `values`: the best first, then up to two alternatives from other cells or
+    notebooks ("also found"). `kind` is what the question asked for (`value`, `where`, `term`, `general`)."""
 
     question: str
     text: str
     citations: list[Citation] = field(default_factory=list)
     mode: str = "extractive"  # "extractive" | "llm"
     notice: str | None = None  # e.g. "LLM endpoint failed (timeout); extractive answer shown"
+    values: list[FoundValue] = field(default_factory=list)
+    kind: str = ""
 
 
 @dataclass
@@ -51,6 +76,8 @@ class AnswerEvent:
                 "text": self.answer.text,
                 "mode": self.answer.mode,
                 "notice": self.answer.notice,
+                "kind": self.answer.kind,
                 "citations": [c.__dict__ for c in self.answer.citations],
+                "values": [v.as_dict() for v in self.answer.values],
             }
         return data

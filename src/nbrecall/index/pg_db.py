@@ -47,7 +47,13 @@ MANIFEST_MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS pending_priority ON pending_vectors (priority DESC, chunk_id COLLATE "C");
     CREATE INDEX IF NOT EXISTS pending_sha ON pending_vectors (sha256);
     """,
-    # 2: notebook families (`ingest.families`, `ingest.family_store`): MinHash signatures, their LSH bands, each
+    # 2: value facts (one row per fact, its fields as JSON: only the answerer reads them, a notebook at a time)
+    """
+    CREATE TABLE IF NOT EXISTS facts (
+        sha256 text NOT NULL, seq integer NOT NULL, idx integer NOT NULL, data jsonb NOT NULL,
+        PRIMARY KEY (sha256, seq));
+    """,
+    # 3: notebook families (`ingest.families`, `ingest.family_store`): MinHash signatures, their LSH bands, each
     # content's family, the settings they were made with
     """
     CREATE TABLE IF NOT EXISTS family_sigs (

@@ -84,6 +84,9 @@ def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
     if filters.kinds:
         clauses.append("kind = ANY(%(f_kinds)s)")
         params["f_kinds"] = list(filters.kinds)
+    if filters.notebooks is not None:
+        clauses.append("nb_sha = ANY(%(f_notebooks)s)")
+        params["f_notebooks"] = list(filters.notebooks)
     return " AND ".join(clauses) or "TRUE", params
 
 
@@ -266,6 +269,15 @@ class PgStore:
 
     def notebook_shas(self) -> dict[str, int]:
         return {sha: int(n) for sha, n in self.db.execute("SELECT nb_sha, count(*) FROM chunks GROUP BY nb_sha")}
+
+    def vectors(self, filters: SearchFilters, limit: int = 5000) -> dict[str, tuple[np.ndarray, list[int]]]:
+        """chunk id → (vector, cells covered) of (at most `limit`) chunks that pass `filters` (see `LanceStore`)."""
+        where, params = filter_sql(filters)
+        rows = self.db.execute(
+            f"SELECT chunk_id, cells, vector FROM chunks WHERE {where} AND vector IS NOT NULL LIMIT %(f_limit)s",
+            {**params, "f_limit": int(limit)},
+        )
+        return {cid: (np.asarray(vector, dtype=np.float32), list(cells or [])) for cid, cells, vector in rows}
 
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT chunk_id FROM chunks")]

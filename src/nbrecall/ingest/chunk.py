@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from nbrecall.notebook.analysis import Analysis, mask_magics
+from nbrecall.notebook.facts import Fact
 from nbrecall.notebook.model import Cell, Notebook
 from nbrecall.notebook.outputs import (
     NOISE_REPR,
@@ -29,7 +30,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 # Bump when chunk texts change: the next index run re-chunks every notebook (unchanged texts keep their vectors).
 # 3: a cell under its window budget is never split (counted whole, not line by line)
 # 4: keyword text carries the notebook's context line (title, data paths, compound classes)
-CHUNKER_VERSION = 5  # 5: informative output reprs (HTML over object reprs, widgets' text), figure captions
+# 5: informative output reprs (HTML over object reprs, widgets' text), figure captions
+CHUNKER_VERSION = 6  # 6: value facts (`fact` chunks)
 
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 _SCALAR_MAX_CHARS = 160
@@ -41,7 +43,7 @@ _NOISE_VALUE = NOISE_REPR
 class Chunk:
     """One retrievable unit. `text` is what keyword search and snippets see; `embed_text` what gets a vector."""
 
-    kind: str  # "text" | "code" | "table" | "scalar" | "error" | "figure"
+    kind: str  # "text" | "code" | "table" | "scalar" | "error" | "figure" | "fact"
     cells: list[int]
     cell_ids: list[str]
     anchor: int
@@ -90,11 +92,13 @@ def chunk_notebook(
     budget: int,
     limits: OutputLimits | None = None,
     rendered: dict[int, list[RenderedOutput]] | None = None,
+    facts: list[Fact] | None = None,
 ) -> list[Chunk]:
     """Cut one notebook into grouped and typed chunks; `budget` is in the embedder's tokens.
 
     `rendered` is `render_cells(nb, limits)` when the caller already has it (the indexer stores it per cell too:
-    rendering outputs is a quarter of the indexing time, so it is done once)."""
+    rendering outputs is a quarter of the indexing time, so it is done once). Each of `facts` (`extract_facts`)
+    becomes a `fact` chunk, and learns its chunk's `seq`."""
     if rendered is None:
         rendered = render_cells(nb, limits or OutputLimits(), analysis.trees)
     header = nb.path
@@ -104,6 +108,8 @@ def chunk_notebook(
     for group in groups:
         chunks.extend(_group_chunks(header, group, rendered, analysis, counted, count_tokens, budget))
     chunks.extend(_typed_chunks(nb, header, groups, rendered, counted))
+    first_fact = len(chunks)
+    chunks.extend(fact_chunk(header, fact) for fact in facts or [])
     context = notebook_context(nb, analysis.trees).line
     if context:  # keyword text only, in the header (snippets skip it); vectors keep the cell's own meaning
         for chunk in chunks:
@@ -111,7 +117,35 @@ def chunk_notebook(
             chunk.text = f"{head}\n{context}{sep}{body}"
     for seq, chunk in enumerate(chunks):
         chunk.seq = seq
+    for fact, chunk in zip(facts or [], chunks[first_fact:], strict=True):
+        fact.seq = chunk.seq
     return chunks
+
+
+def heading_paths(nb: Notebook) -> dict[int, str]:
+    """Every cell's heading path (`Ballast › Aft tanks`), from every heading line of the markdown above it; a
+    heading cell's own path ends with its last heading."""
+    stack: list[tuple[int, str]] = []
+    paths: dict[int, str] = {}
+    for cell in nb.cells:
+        if cell.is_markdown:
+            for line in cell.source.splitlines():
+                match = _HEADING.match(line)
+                if match:
+                    level = len(match.group(1))
+                    while stack and stack[-1][0] >= level:
+                        stack.pop()
+                    stack.append((level, match.group(2).strip()))
+        paths[cell.index] = " › ".join(t for _, t in stack)
+    return paths
+
+
+def fact_chunk(header: str, fact: Fact) -> Chunk:
+    """A value fact as a chunk: keyword text sees what names the value and where it is, not the rest of its line
+    (each value of `Kp = 5.97 tauI = 2.48` is its own fact); its vector is of its name alone (`Fact.name`)."""
+    head = f"{header}\n{fact.heading}".rstrip()
+    text = f"{head}\n\n{fact.description()}"
+    return Chunk("fact", [fact.cell], [fact.cell_id], fact.cell, fact.heading, text, fact.name())
 
 
 def render_cells(

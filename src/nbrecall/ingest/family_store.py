@@ -213,7 +213,7 @@ class SqliteFamilies:
 
 
 class PgFamilies:
-    """The family tables in PostgreSQL (created by manifest migration 2, `index.pg_db.MANIFEST_MIGRATIONS`)."""
+    """The family tables in PostgreSQL (created by manifest migration 3, `index.pg_db.MANIFEST_MIGRATIONS`)."""
 
     def __init__(self, manifest: Any) -> None:
         self.manifest = manifest

@@ -13,12 +13,13 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from nbrecall.index.faults import damaged
+from nbrecall.notebook.facts import Fact
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -38,6 +39,9 @@ CREATE TABLE IF NOT EXISTS pending_vectors (
     chunk_id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, priority REAL NOT NULL, text TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS pending_priority ON pending_vectors (priority DESC, chunk_id);
 CREATE INDEX IF NOT EXISTS pending_sha ON pending_vectors (sha256);
+CREATE TABLE IF NOT EXISTS facts (
+    sha256 TEXT NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (sha256, seq));
 """
 
 
@@ -61,6 +65,7 @@ class ContentRecord:
     n_chunks: int = 0
     n_embedded: int = 0
     meta: dict[str, Any] | None = None
+    facts: list[Fact] = field(default_factory=list)  # written with the content; read with `Manifest.facts`
 
 
 @dataclass
@@ -178,6 +183,14 @@ class Manifest:
         ).fetchone()
         return int(row[0]) if row else None
 
+    def facts(self, sha: str) -> list[Fact]:
+        """The value facts of a content, in cell order ([] for an index written before facts existed)."""
+        try:
+            rows = self.db.execute("SELECT data FROM facts WHERE sha256 = ? ORDER BY seq", (sha,)).fetchall()
+        except sqlite3.OperationalError:
+            return []
+        return [fact_from_json(r[0]) for r in rows]
+
     def find_by_path(self, rel: str) -> str | None:
         row = self.db.execute(
             "SELECT sha256 FROM files WHERE rel = ? ORDER BY root LIMIT 1", (rel,)
@@ -191,6 +204,7 @@ class Manifest:
         for rec in records:
             db.execute("DELETE FROM cells WHERE sha256 = ?", (rec.sha256,))
             db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (rec.sha256,))
+            db.execute("DELETE FROM facts WHERE sha256 = ?", (rec.sha256,))
             db.execute(
                 "INSERT OR REPLACE INTO contents (sha256, status, reason, root, rel, n_cells, n_chunks, n_embedded,"
                 " meta, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -214,6 +228,10 @@ class Manifest:
                 (c.sha256, c.idx, c.cell_id, c.cell_type, c.execution_count, c.source, c.outputs)
                 for c in cells
             ],
+        )
+        db.executemany(
+            "INSERT OR REPLACE INTO facts (sha256, seq, idx, data) VALUES (?, ?, ?, ?)",
+            [(rec.sha256, f.seq, f.cell, fact_json(f)) for rec in records for f in rec.facts],
         )
 
     def save_pending(self, db: sqlite3.Connection, items: Iterable[PendingVector]) -> None:
@@ -269,6 +287,7 @@ class Manifest:
         """Delete these contents, their cells and queued vectors; returns the shas deleted (all: one writer)."""
         for sha in shas:
             db.execute("DELETE FROM cells WHERE sha256 = ?", (sha,))
+            db.execute("DELETE FROM facts WHERE sha256 = ?", (sha,))
             db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (sha,))
             db.execute("DELETE FROM contents WHERE sha256 = ?", (sha,))
         return list(shas)
@@ -343,6 +362,20 @@ class Manifest:
             "embedded": row[4],
             "waiting for a vector": pending,
         }
+
+
+def fact_json(fact: Fact) -> str:
+    """A fact as stored (shared with `PgManifest`): its fields as JSON, empty ones left out."""
+    data = {k: v for k, v in asdict(fact).items() if v not in ("", None)}
+    return json.dumps(data, ensure_ascii=False)
+
+
+def fact_from_json(text: str) -> Fact:
+    data = json.loads(text)
+    known = {k: v for k, v in data.items() if k in Fact.__dataclass_fields__}
+    for required in ("cell", "cell_id", "value", "label", "shown"):  # empty ones were left out
+        known.setdefault(required, 0 if required == "cell" else "")
+    return Fact(**known)
 
 
 def render_summary(rows: Iterable[Any]) -> dict[str, Any] | None:

@@ -23,7 +23,16 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from nbrecall.index.pg_db import MANIFEST_MIGRATIONS, PgDatabase, clean_json, clean_text
-from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, PendingVector, render_summary
+from nbrecall.ingest.manifest import (
+    CellRecord,
+    ContentRecord,
+    FileRecord,
+    PendingVector,
+    fact_from_json,
+    fact_json,
+    render_summary,
+)
+from nbrecall.notebook.facts import Fact
 
 _CONTENT_COLUMNS = "sha256, status, reason, root, rel, n_cells, n_chunks, n_embedded, meta"
 
@@ -106,6 +115,11 @@ class PgManifest:
                          (sha, cell_id))
         return int(rows[0][0]) if rows else None
 
+    def facts(self, sha: str) -> list[Fact]:
+        """The value facts of a content, in cell order."""
+        return [fact_from_json(json.dumps(r[0])) for r in self._all(
+            "SELECT data FROM facts WHERE sha256 = %s ORDER BY seq", (sha,))]
+
     def find_by_path(self, rel: str) -> str | None:
         rows = self._all("SELECT sha256 FROM files WHERE rel = %s ORDER BY root COLLATE \"C\" LIMIT 1", (rel,))
         return rows[0][0] if rows else None
@@ -120,6 +134,7 @@ class PgManifest:
         shas = sorted({r.sha256 for r in records})
         db.execute("DELETE FROM cells WHERE sha256 = ANY(%s)", (shas,))
         db.execute("DELETE FROM pending_vectors WHERE sha256 = ANY(%s)", (shas,))
+        db.execute("DELETE FROM facts WHERE sha256 = ANY(%s)", (shas,))
         with db.cursor() as cur:
             cur.executemany(
                 f"INSERT INTO contents ({_CONTENT_COLUMNS}, indexed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -141,6 +156,14 @@ class PgManifest:
                     (c.sha256, c.idx, clean_text(c.cell_id), c.cell_type, c.execution_count, clean_text(c.source),
                      clean_text(c.outputs))
                     for c in sorted(cells, key=lambda c: (c.sha256, c.idx))
+                ],
+            )
+            cur.executemany(
+                "INSERT INTO facts (sha256, seq, idx, data) VALUES (%s, %s, %s, %s) ON CONFLICT (sha256, seq) "
+                "DO UPDATE SET idx = EXCLUDED.idx, data = EXCLUDED.data",
+                [
+                    (r.sha256, f.seq, f.cell, Jsonb(clean_json(json.loads(fact_json(f)))))
+                    for r in sorted(records, key=lambda r: r.sha256) for f in r.facts
                 ],
             )
 
@@ -234,6 +257,7 @@ class PgManifest:
             "AND NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = c.sha256) RETURNING c.sha256", (wanted,))]
         if gone:
             db.execute("DELETE FROM cells WHERE sha256 = ANY(%s)", (gone,))
+            db.execute("DELETE FROM facts WHERE sha256 = ANY(%s)", (gone,))
             db.execute("DELETE FROM pending_vectors WHERE sha256 = ANY(%s)", (gone,))
         return sorted(gone)
 

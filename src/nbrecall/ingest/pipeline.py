@@ -32,7 +32,7 @@ from nbrecall.index.cache import EmbeddingCache
 from nbrecall.index.embed import Embedder
 from nbrecall.index.faults import storage_fault
 from nbrecall.index.store import ChunkRow, Store
-from nbrecall.ingest.chunk import CHUNKER_VERSION, Chunk, chunk_notebook, render_cells, text_hash
+from nbrecall.ingest.chunk import CHUNKER_VERSION, Chunk, chunk_notebook, heading_paths, render_cells, text_hash
 from nbrecall.ingest.discover import discover
 from nbrecall.ingest.executor import Executor, InlineExecutor
 from nbrecall.ingest.families import FamilyReport, FamilyWriter
@@ -41,6 +41,7 @@ from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Mani
 from nbrecall.ingest.metadata import notebook_meta
 from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders_dir
 from nbrecall.notebook.analysis import analyse
+from nbrecall.notebook.facts import extract_facts
 from nbrecall.notebook.outputs import OutputLimits
 from nbrecall.notebook.read import read_notebook
 
@@ -110,8 +111,14 @@ def build_rows(
     meta = notebook_meta(original, rel, analysis, settings.metadata, file_path=path)
     limits = OutputLimits(max_chars=settings.chunk.max_output_chars)
     rendered = render_cells(nb, limits, analysis.trees)
+    report.add_time("chunk", time.perf_counter() - started)
+    started = time.perf_counter()
+    facts = extract_facts(nb, rendered, headings=heading_paths(nb), trees=analysis.trees, stale=stale)
+    report.add_time("facts", time.perf_counter() - started)
+    started = time.perf_counter()
     chunks = chunk_notebook(
-        nb, analysis, count_tokens=embedder.count_tokens, budget=_budget(settings, embedder), rendered=rendered
+        nb, analysis, count_tokens=embedder.count_tokens, budget=_budget(settings, embedder), rendered=rendered,
+        facts=facts,
     )
     cells = [
         CellRecord(
@@ -154,7 +161,7 @@ def build_rows(
     meta_dict["nbformat"] = f"{nb.nbformat}.{nb.nbformat_minor}"
     meta_dict["order_warnings"] = analysis.order.warnings
     meta_dict.update(render_meta)
-    record = ContentRecord(sha, "indexed", "", root, rel, len(nb.cells), len(chunks), 0, meta_dict)
+    record = ContentRecord(sha, "indexed", "", root, rel, len(nb.cells), len(chunks), 0, meta_dict, facts)
     report.add_time("chunk", time.perf_counter() - started)
     return chunks, record, cells, rows
 

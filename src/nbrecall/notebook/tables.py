@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -60,6 +60,11 @@ class TableSummary:
     summary: str
     rows_shown: int = 0  # data rows parsed from the HTML (truncated frames show fewer than n_rows)
     truncated: bool = False  # pandas elided rows or columns with "..."
+    # The grid of the preview, for value facts: each row's index cells (`depth` of them) then its values, under
+    # `header` (index names, then column names); "..." rows and columns stay where pandas put them.
+    header: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    depth: int = 0
 
     def shape_line(self) -> str:
         """`shape: 3 rows × 2 columns · index: id · dtypes: a int, b float` — for chunk and markdown text."""
@@ -332,7 +337,10 @@ def _summarise(table: Any, max_rows: int) -> TableSummary | None:
     markdown = _markdown(index_names, names[depth:], body[:max_rows], n_grid)
     summary = _sentence(n_rows, n_cols, columns, dtypes, values, partial=n_rows > len(data_rows))
     return TableSummary(columns=columns, dtypes=dtypes, n_rows=n_rows, n_cols=n_cols, index_name=index_name,
-                        markdown=markdown, summary=summary, rows_shown=len(data_rows), truncated=truncated)
+                        markdown=markdown, summary=summary, rows_shown=len(data_rows), truncated=truncated,
+                        header=[*index_names, *names[depth:]],
+                        rows=[[r[j] if j < len(r) else "" for j in range(n_grid)] for r in body[:max_rows]],
+                        depth=depth)
 
 
 def _dedupe(levels: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ from nbrecall.config import FamilySettings, RetrieveSettings
 from nbrecall.index.fusion import FusionSettings, StoreHit
 from nbrecall.index.store import SearchFilters, Store
 from nbrecall.ingest.manifest import CellRecord, Manifest
+from nbrecall.notebook.facts import Fact
 from nbrecall.search.families import FamilyEntry, arrange, entry_path, lacking, versions
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:[.,]\d+)*")
@@ -100,9 +101,11 @@ class Hit:
     versions: list[dict[str, Any]] = field(default_factory=list)  # the family's other members (`search.families`)
     checkpoint_of: str | None = None  # a hit from a checkpoint copy: the notebook it is an older checkpoint of
     version_of: str | None = None  # a hit from another version of the result's notebook (content it lacks)
+    fact: dict[str, Any] | None = None  # a `fact` hit: value, label, unit, code (`notebook.facts.Fact`)
+    chunk_seq: int | None = field(default=None, repr=False)
 
     def contract(self) -> dict[str, Any]:
-        return {
+        found = {
             "notebook": self.notebook,
             "root": self.root,
             "cell": self.cell,
@@ -122,6 +125,9 @@ class Hit:
             "checkpoint_of": self.checkpoint_of,
             "version_of": self.version_of,
         }
+        if self.fact is not None:
+            found["fact"] = self.fact
+        return found
 
 
 @dataclass
@@ -139,6 +145,9 @@ class NotebookResult:
     n_versions: int = 0  # other members of its family (listed in `versions`, at most `max_listed`)
     versions: list[dict[str, Any]] = field(default_factory=list)
     checkpoint_of: str | None = None
+    # Every cell a chunk of the fan-out covered, with the best fused score among those chunks: where in the
+    # notebook retrieval found the question (the answerer's cell-level evidence).
+    cell_scores: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -150,6 +159,18 @@ class SearchResult:
         """Results in the order a user sees them: notebook by notebook, best first, at most `k`."""
         flat = [hit for nb in self.notebooks for hit in nb.hits]
         return flat[:k]
+
+
+def chunk_seq(chunk_id: str) -> int | None:
+    """The sequence number of a chunk in its notebook, from its id (`<sha prefix>-<seq>`)."""
+    tail = chunk_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def fact_summary(fact: Fact) -> dict[str, Any]:
+    """What a search hit says of a fact (the JSON contract's `fact`)."""
+    return {"value": fact.value, "label": fact.label, "unit": fact.unit, "shown": fact.shown, "code": fact.code,
+            "origin": fact.origin, "stale": fact.stale}
 
 
 def snippet(text: str, terms: set[str], width: int = 240) -> str:
@@ -363,6 +384,7 @@ def _make_hit(
         author=row.get("author") or "",
         stale=bool(row.get("stale")),
         deprecated=bool(row.get("deprecated")),
+        chunk_seq=chunk_seq(row["chunk_id"]),
         **labels,
     )
 
@@ -421,6 +443,17 @@ def retrieve(
                                           versions=others, version_of=entry_path(entry, group),
                                           checkpoint_of=other.checkpoint_of)
                 shown.append(made)
+        facts_of: dict[str, dict[int, Fact]] = {}  # a version hit's facts are its own notebook's
+        for hit_shown in shown:
+            if hit_shown.kind == "fact" and hit_shown.chunk_seq is not None:
+                if hit_shown.nb_sha not in facts_of:
+                    facts_of[hit_shown.nb_sha] = {f.seq: f for f in manifest.facts(hit_shown.nb_sha)}
+                fact = facts_of[hit_shown.nb_sha].get(int(hit_shown.chunk_seq))
+                hit_shown.fact = fact_summary(fact) if fact is not None else None
+        cell_scores: dict[int, float] = {}
+        for hit in group:
+            for covered in hit.row["cells"]:
+                cell_scores[covered] = max(cell_scores.get(covered, 0.0), hit.score)
         result = NotebookResult(
             sha,
             group[0].row["notebook"],
@@ -432,6 +465,7 @@ def retrieve(
             n_versions=n_versions,
             versions=others,
             checkpoint_of=entry.checkpoint_of,
+            cell_scores=cell_scores,
         )
         if position < settings.top_notebooks and shown:
             result.neighbourhood = neighbourhood(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -36,7 +36,13 @@ log = logging.getLogger("nbrecall.web")
 router = APIRouter(prefix="/api", tags=["api"])
 
 State = Annotated[WebState, Depends(get_state)]
-QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY, description="the question or keywords")]
+QueryText = Annotated[
+    str, Query(min_length=1, max_length=MAX_QUERY, pattern=r"\S", description="the question or keywords")
+]
+AnswerFormat = Annotated[
+    Literal["events", "json"],
+    Query(description="`events`: server-sent events as the answer is made; `json`: the complete answer at once"),
+]
 Year = Annotated[str | None, Query(pattern=YEAR_PATTERN, description="a year or a range: 2015..2019")]
 Project = Annotated[str | None, Query(max_length=MAX_FILTER, description="only notebooks of this project code")]
 Author = Annotated[str | None, Query(max_length=MAX_FILTER, description="only notebooks whose author contains this")]
@@ -120,7 +126,8 @@ def _filters(year: str | None, project: str | None, author: str | None, tag: str
         raise HTTPException(status_code=422, detail=str(exc)) from exc
 
 
-@router.get("/search", response_model=SearchResponse, summary="Search the archive; results grouped by notebook")
+@router.get("/search", response_model=SearchResponse, response_model_exclude_unset=True,
+             summary="Search the archive; results grouped by notebook")
 def api_search(
     state: State,
     q: QueryText,
@@ -167,11 +174,13 @@ ANSWER_EVENT_SCHEMA = {
     },
     "required": ["type"],
 }
+_ANSWER_SCHEMA = ANSWER_EVENT_SCHEMA["properties"]["answer"]  # type: ignore[index]
 _SSE = {
     200: {
         "description": "server-sent events: one `data: {json}` per answer event (token, notice, citation, done); "
-        "the last is `done`, with the complete answer",
+        "the last is `done`, with the complete answer; with `format=json`, the complete answer as one object",
         "content": {
+            "application/json": {"schema": _ANSWER_SCHEMA},
             "text/event-stream": {
                 "schema": {  # one event (OpenAPI < 3.2: the schema of a sequential media type describes an item)
                     "type": "object",
@@ -194,14 +203,20 @@ _SSE = {
 }
 
 
-def _answer_stream(state: WebState, question: str, filters: SearchFilters) -> StreamingResponse | JSONResponse:
+def _answer_stream(
+    state: WebState, question: str, filters: SearchFilters, form: str = "events"
+) -> StreamingResponse | JSONResponse:
     try:
-        from nbrecall.answer.answer import stream_answer
+        from nbrecall.answer.answer import answer, stream_answer
+        from nbrecall.answer.types import AnswerEvent
     except ModuleNotFoundError as exc:
         if exc.name not in ("nbrecall.answer.answer", "nbrecall.answer"):
             raise
         return JSONResponse({"detail": "answers are not available in this build"}, status_code=503)
     state.warm()
+    if form == "json":
+        done = answer(question, state.archive, state.settings, filters)
+        return JSONResponse(AnswerEvent("done", answer=done).as_dict()["answer"])
 
     def events() -> Iterator[str]:
         try:
@@ -228,14 +243,15 @@ def api_ask(
     author: Author = None,
     tag: Tag = None,
     include_deprecated: Deprecated = False,
+    format: AnswerFormat = "events",  # noqa: A002 - the public parameter name
 ) -> Any:
-    return _answer_stream(state, q, _filters(year, project, author, tag, include_deprecated))
+    return _answer_stream(state, q, _filters(year, project, author, tag, include_deprecated), format)
 
 
 @router.post("/ask", response_class=StreamingResponse, responses=_SSE, summary="Answer a question (streamed)")
 def api_ask_post(state: State, body: AskRequest) -> Any:
     filters = _filters(body.year, body.project, body.author, body.tag, body.include_deprecated)
-    return _answer_stream(state, body.q, filters)
+    return _answer_stream(state, body.q, filters, body.format)
 
 
 @router.get("/notebooks/{nb_id}", response_model=NotebookDetail, responses=NOT_FOUND, summary="One notebook")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
 
@@ -39,6 +39,18 @@ class Version(BaseModel):
     matched: bool = Field(description="it matched the query too (its hits are not shown: one result per family)")
 
 
+class HitFact(BaseModel):
+    """What a `fact` hit says of its value."""
+
+    value: str
+    label: str
+    unit: str
+    shown: str = Field(description="the printed text that holds label and value")
+    code: str = Field(description="the code line that produced it")
+    origin: str = Field(description="result, line, entry, table, latex or input (a constant the code sets)")
+    stale: bool
+
+
 class Hit(BaseModel):
     """One result: the JSON contract of `nbrecall search --json`."""
 
@@ -63,6 +75,7 @@ class Hit(BaseModel):
     version_of: str | None = Field(
         default=None, description="a cell of another version, listed under the result of this path: what the "
         "shown version lacks")
+    fact: HitFact | None = Field(default=None, description="for a `fact` hit: the value and what names it")
 
 
 class NotebookHit(Hit):
@@ -234,12 +247,13 @@ class StatusResponse(BaseModel):
 
 
 class AskRequest(BaseModel):
-    q: str = Field(min_length=1, max_length=MAX_QUERY)
+    q: str = Field(min_length=1, max_length=MAX_QUERY, pattern=r"\S")
     year: str | None = Field(default=None, pattern=YEAR_PATTERN)
     project: str | None = Field(default=None, max_length=MAX_FILTER)
     author: str | None = Field(default=None, max_length=MAX_FILTER)
     tag: str | None = Field(default=None, max_length=MAX_FILTER)
     include_deprecated: bool = False
+    format: Literal["events", "json"] = "events"
 
 
 class ErrorResponse(BaseModel):

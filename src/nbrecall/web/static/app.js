@@ -75,6 +75,31 @@
     var textEl = document.getElementById("answer-text");
     var noticeEl = document.getElementById("answer-notice");
     var listEl = document.getElementById("answer-citations");
+    var valuesEl = document.getElementById("answer-values");
+
+    // The best value and the alternatives ("also found"), one row each, linked to their cells.
+    function showValues(values) {
+      if (!valuesEl) return;
+      var body = valuesEl.querySelector("tbody");
+      body.textContent = "";
+      valuesEl.hidden = !values || !values.length;
+      (values || []).forEach(function (v, i) {
+        var tr = document.createElement("tr");
+        var cells = [i === 0 ? "best" : "also found", v.value, v.label, null, v.year ? String(v.year) : ""];
+        cells.forEach(function (content, j) {
+          var td = document.createElement("td");
+          if (j === 1) td.className = "value";
+          if (content === null) {
+            td.appendChild(citationLink({ notebook: v.notebook, cell: v.cell, cell_id: v.cell_id,
+                                          nb_sha: v.nb_sha }).el);
+          } else {
+            td.textContent = content;
+          }
+          tr.appendChild(td);
+        });
+        body.appendChild(tr);
+      });
+    }
 
     function notice(msg) { noticeEl.hidden = false; noticeEl.textContent = msg; }
 
@@ -87,6 +112,7 @@
       });
       textEl.textContent = "";
       listEl.textContent = "";
+      showValues([]);
       noticeEl.hidden = true;
       button.disabled = true;
       textEl.classList.add("streaming");
@@ -109,6 +135,7 @@
           if (event.answer) {
             if (!text) text = event.answer.text || "";
             (event.answer.citations || []).forEach(addCitation);
+            showValues(event.answer.values);
             if (event.answer.notice) notice(event.answer.notice);
           }
           linkify(textEl, text, cited);

@@ -1,0 +1,183 @@
+"""The extractive answer (DESIGN §7): the value, cell or sentence that best answers, copied and cited.
+
+Nothing is generated. A value answer is a value fact as the notebook printed it, with up to two alternatives
+from other cells or notebooks ("also found"); a "where" answer names the notebook, the section and the cell that
+retrieval found; a term answer is the defining sentence of a markdown cell.
+
+Which of these a question gets: its grammar says so when it has an interrogative (`question.py`); a question
+without one ("final RMSE of the tuned model", "bootstrap test for a difference in means") gets a value only when
+the evidence points at one: the value sits in the cell retrieval found first, or its name holds what the question
+asks about (its first noun phrase) or much of the question; else retrieval's cell. Measured on both development
+sets (`bench/answer_ablation.py`, bench/README.md): retrieval's first cell is the right one to cite for "where",
+error, column and figure questions more often than any cell chosen afterwards by word overlap.
+
+Honesty: a value whose name shares no word with what is asked is given with a notice to check it; when no
+candidate shares anything with the question, no value is given and the closest cell is pointed at.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nbrecall.answer.places import where_answer
+from nbrecall.answer.question import Question, read_question
+from nbrecall.answer.sentences import term_answer
+from nbrecall.answer.types import Answer, Citation, FoundValue
+from nbrecall.answer.values import RankedFact, ValueWeights, rank_values
+from nbrecall.index.store import SearchFilters
+from nbrecall.search.retrieve import SearchResult
+from nbrecall.search.terms import match, term_set
+
+if TYPE_CHECKING:
+    from nbrecall.service import Archive
+
+ALTERNATIVES = 2
+# Below this share of its terms found in the first notebooks, a question's words cannot choose within them.
+MIN_COVERAGE = 0.34
+# A question without an interrogative gets a value when the best one's name covers this much of its subject or
+# of the whole question (`values.score`: the `subject` and `label` signals), or sits in retrieval's first chunk.
+VALUE_EVIDENCE = 0.5
+# When no notebook found mentions any word of what is asked about (the question's subject), a value is given only
+# if its name is still close in meaning to the question (cosine of the bundled embedder's vectors): a paraphrase
+# ("share" for a printed fraction) stays answered, a thing the archive does not hold ("lifeboats") gets the closest
+# cell and a notice instead of some other number. On both development sets the best value's similarity is below
+# this for 9 of 10 wrong first values and 1 of 10 right ones.
+ABSENT_SUBJECT_SIMILARITY = 0.3
+
+
+def no_match(question: str) -> Answer:
+    return Answer(question, "Nothing in the indexed notebooks matches this question.", [], "extractive",
+                  "no matching notebook", kind="")
+
+
+def _found(cand: RankedFact) -> FoundValue:
+    f = cand.fact
+    citation = Citation(cand.notebook, f.cell, f.cell_id, cand.nb_sha)
+    return FoundValue(f.value, f.label, f.statement(), f.unit, citation, cand.year, f.stale, cand.score)
+
+
+def _meta(value: FoundValue) -> str:
+    bits = [str(value.year)] if value.year else []
+    if value.stale:
+        bits.append("stale outputs")
+    return f" ({', '.join(bits)})" if bits else ""
+
+
+def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES) -> list[RankedFact]:
+    """The best fact, then the best facts of other cells (one per cell: two values of one printout are one
+    place to look, and the alternatives are there for when the first place is the wrong one)."""
+    picked: list[RankedFact] = []
+    cells: set[tuple[str, int]] = set()
+    for cand in ranked:
+        where = (cand.nb_sha, cand.fact.cell)
+        if where in cells:
+            continue
+        cells.add(where)
+        picked.append(cand)
+        if len(picked) >= most:
+            break
+    return picked
+
+
+def _in_first_hit(result: SearchResult, cand: RankedFact) -> bool:
+    """Whether the fact's cell is one of the cells of retrieval's first chunk."""
+    first = result.notebooks[0] if result.notebooks else None
+    return bool(first and first.hits) and cand.nb_sha == first.nb_sha and cand.fact.cell in set(first.hits[0].cells)
+
+
+def _shares_anything(cand: RankedFact) -> bool:
+    s = cand.signals
+    return any(s.get(k, 0.0) > 0 for k in ("subject", "label", "context"))
+
+
+def value_answer(question: Question, result: SearchResult, archive: Archive, filters: SearchFilters | None,
+                 weights: ValueWeights | None = None, ranked: list[RankedFact] | None = None) -> Answer | None:
+    """The best value and its alternatives; None when no candidate shares anything with the question and none
+    is in the cell retrieval found (`ranked`: the candidates already ranked, for a caller that scores them)."""
+    if ranked is None:
+        ranked = rank_values(question, result, archive, filters, weights)
+    if not ranked:
+        return None
+    picked = pick_values(ranked)
+    best = picked[0]
+    if not _shares_anything(best) and not _in_first_hit(result, best):
+        return None
+    values = [_found(c) for c in picked]
+    first = values[0]
+    lines = [f"{first.shown} — {first.citation.label()}{_meta(first)}"]
+    if len(values) > 1:
+        lines.append("Also found:")
+        lines.extend(f"  {v.shown} — {v.citation.label()}{_meta(v)}" for v in values[1:])
+    notices = []
+    if question.subject and best.signals.get("subject", 0.0) == 0:
+        asked = " ".join(question.subject)
+        notices.append(f"the value's name does not say “{asked}”: check the cell before you use it")
+    if first.stale:
+        notices.append("the value comes from outputs that could not be re-rendered (stale)")
+    citations = list(dict.fromkeys(v.citation for v in values))
+    return Answer(question.text, "\n".join(lines), citations, "extractive", "; ".join(notices) or None, values,
+                  question.kind)
+
+
+def _value_fits(question: Question, result: SearchResult, answer: Answer | None,
+                ranked: list[RankedFact] | None) -> bool:
+    """For a question without an interrogative: does the evidence point at a value rather than at a place?"""
+    if answer is None or not answer.values or not ranked:
+        return False
+    best = next(c for c in ranked if (c.nb_sha, c.fact.cell) == (answer.values[0].citation.nb_sha,
+                                                                   answer.values[0].citation.cell))
+    s = best.signals
+    return (_in_first_hit(result, best) or s.get("subject", 0.0) >= VALUE_EVIDENCE
+            or s.get("label", 0.0) >= VALUE_EVIDENCE)
+
+
+def found_terms(question: Question, result: SearchResult, archive: Archive, top: int = 3) -> set[str]:
+    """The question's terms that occur anywhere in the first notebooks (sources, outputs, paths)."""
+    found: set[str] = set()
+    for nb in result.notebooks[:top]:
+        cells = archive.manifest.cells(nb.nb_sha)
+        vocabulary = term_set(" ".join(f"{c.source}\n{c.outputs}" for c in cells) + " " + nb.notebook)
+        found.update(t for t in question.terms if match(t, vocabulary))
+    return found
+
+
+def place_answer(question: Question, result: SearchResult, archive: Archive, notice: str | None = None) -> Answer:
+    """Retrieval's first cell, named like a "where" answer."""
+    found = where_answer(question, result, archive)
+    found.notice = notice
+    return found
+
+
+def extractive_answer(question: str, result: SearchResult, archive: Archive,
+                      filters: SearchFilters | None = None, weights: ValueWeights | None = None,
+                      ranked: list[RankedFact] | None = None) -> Answer:
+    """Answer `question` from the retrieved notebooks by copying the best value, cell or sentence (`ranked`: the
+    value facts already ranked for it)."""
+    if not result.notebooks or not result.notebooks[0].hits:
+        return no_match(question)
+    q = read_question(question)
+    found = found_terms(q, result, archive)
+    if q.terms and not found:
+        return no_match(question)  # vector search always finds neighbours; none of them shares a word
+    if q.terms and len(found) / len(set(q.terms)) < MIN_COVERAGE:
+        # the notebooks do not speak the question's words (another language, other names): the words cannot
+        # pick a value or a sentence; retrieval's best cell is the answer
+        return place_answer(q, result, archive, "few words of the question occur in these notebooks (another "
+                            "language or other names?): the cell retrieval found closest is shown")
+    if q.kind == "where":
+        return place_answer(q, result, archive)
+    if q.kind == "term":
+        found = term_answer(q, result, archive)
+        return found if found is not None else place_answer(
+            q, result, archive, "no defining sentence found; the closest cell is shown")
+    if ranked is None:
+        ranked = rank_values(q, result, archive, filters, weights)
+    if q.subject and not any(t in found for t in q.subject) and ranked and \
+            pick_values(ranked)[0].signals.get("similarity", 0.0) < ABSENT_SUBJECT_SIMILARITY:
+        return place_answer(q, result, archive, f"no notebook found mentions “{' '.join(q.subject)}” and no "
+                            "printed value is close in meaning: no value is given; the closest cell is shown")
+    value = value_answer(q, result, archive, filters, weights, ranked)
+    if q.kind == "value":
+        return value if value is not None else place_answer(
+            q, result, archive, "no printed value answers this question closely enough; the closest cell is shown")
+    return value if value is not None and _value_fits(q, result, value, ranked) else place_answer(q, result, archive)

@@ -1,0 +1,81 @@
+"""Answer evaluation over a query set with cell-level truth (`nbrecall eval --answers`).
+
+For every query the extractive answer is made as `nbrecall ask --extractive` makes it. Measured, overall and per
+query kind:
+- `value@1`: value questions whose expected value (the query's `answer`, as printed) is in the first value given;
+- `value@3`: … in the first value or one of the two alternatives;
+- `cell@1`: questions of every kind whose first citation is a right cell (the query's notebook and one of its
+  cells);
+- `context`: value questions whose expected value is in the context an LLM would be sent (`llm_context`), when
+  asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from nbrecall.answer.types import Answer
+from nbrecall.search.evaluate import Query
+
+AnswerFn = Callable[[str], tuple[Answer, str | None]]  # question → (answer, LLM context text or None)
+
+
+@dataclass
+class AnswerOutcome:
+    query: Query
+    answer: Answer
+    value_first: bool | None  # None: not a value question
+    value_top3: bool | None
+    cell_first: bool
+    in_context: bool | None
+
+
+def _norm(path: str) -> str:
+    return path.replace("\\", "/").lstrip("./")
+
+
+def _shown(answer: Answer) -> list[str]:
+    """The values an answer gives, in order; an answer without values counts by its first line."""
+    if answer.values:
+        return [v.shown for v in answer.values]
+    return [answer.text.splitlines()[0]] if answer.text else []
+
+
+def judge_answer(query: Query, answer: Answer, context: str | None = None) -> AnswerOutcome:
+    first = answer.citations[0] if answer.citations else None
+    cell_first = first is not None and _norm(first.notebook) == _norm(query.notebook) and first.cell in query.cells
+    value_first = value_top3 = in_context = None
+    if query.kind == "value" and query.answer:
+        shown = _shown(answer)
+        value_first = bool(shown) and query.answer in shown[0]
+        value_top3 = any(query.answer in s for s in shown[:3])
+        if context is not None:
+            in_context = query.answer in context
+    return AnswerOutcome(query, answer, value_first, value_top3, cell_first, in_context)
+
+
+def answer_metrics(outcomes: Iterable[AnswerOutcome]) -> dict[str, float]:
+    items = list(outcomes)
+    values = [o for o in items if o.value_first is not None]
+    contexts = [o for o in values if o.in_context is not None]
+    table = {"n": float(len(items)), "cell@1": sum(o.cell_first for o in items) / (len(items) or 1)}
+    if values:
+        table["n values"] = float(len(values))
+        table["value@1"] = sum(bool(o.value_first) for o in values) / len(values)
+        table["value@3"] = sum(bool(o.value_top3) for o in values) / len(values)
+    if contexts:
+        table["context"] = sum(bool(o.in_context) for o in contexts) / len(contexts)
+    return table
+
+
+def evaluate_answers(queries: list[Query], ask: AnswerFn) -> tuple[dict[str, dict[str, float]], list[AnswerOutcome]]:
+    """Answer every query; metrics overall (key "all") and per kind, and the outcomes."""
+    outcomes = []
+    for q in queries:
+        answer, context = ask(q.query)
+        outcomes.append(judge_answer(q, answer, context))
+    table = {"all": answer_metrics(outcomes)}
+    for kind in sorted({q.kind for q in queries}):
+        table[kind] = answer_metrics(o for o in outcomes if o.query.kind == kind)
+    return table, outcomes

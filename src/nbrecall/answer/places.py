@@ -1,0 +1,102 @@
+"""Where something is done: the cell retrieval found first, named by notebook, section and the markdown above.
+
+Measured on both development sets (bench/README.md, issue 13): retrieval's own anchor cell (the first hit's,
+chosen inside its chunk by the question's words) is the right cell to cite more often than any cell chosen
+again afterwards, by word overlap with the cell and the markdown above it, by the cells' own vectors or by both.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from nbrecall.answer.question import Question
+from nbrecall.answer.sentences import first_sentence
+from nbrecall.answer.types import Answer, Citation
+from nbrecall.ingest.manifest import CellRecord
+from nbrecall.search.retrieve import SearchResult
+
+if TYPE_CHECKING:
+    from nbrecall.service import Archive
+
+
+def heading_paths(cells: list[CellRecord]) -> dict[int, str]:
+    """For every cell, the heading path above it (`Title › Section`), from markdown `#` lines."""
+    stack: list[tuple[int, str]] = []
+    result: dict[int, str] = {}
+    for cell in cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                m = re.match(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$", line)
+                if m:
+                    level = len(m.group(1))
+                    stack = [(lv, t) for lv, t in stack if lv < level] + [(level, m.group(2).strip())]
+        result[cell.idx] = " › ".join(text for _, text in stack)
+    return result
+
+
+def markdown_above(cells: dict[int, CellRecord], idx: int) -> CellRecord | None:
+    """The markdown cell just above `idx` (one code-less cell back at most)."""
+    for i in (idx - 1, idx - 2):
+        cell = cells.get(i)
+        if cell is None:
+            return None
+        if cell.cell_type == "markdown":
+            return cell
+        if cell.source.strip():
+            return None
+    return None
+
+
+def _code_line(cell: CellRecord) -> str:
+    """The first meaningful line of a cell (not an import, magic, comment or blank line)."""
+    for line in cell.source.splitlines():
+        s = line.strip()
+        if s and not s.startswith(("#", "%", "!", "import ", "from ")):
+            return s if len(s) <= 120 else s[:119] + "…"
+    return ""
+
+
+def where_answer(question: Question, result: SearchResult, archive: Archive) -> Answer:
+    """The notebook, the section and the cell retrieval found first (and the markdown explaining it), then the
+    other notebooks that matched nearly as well."""
+    nb = result.notebooks[0]
+    cells = archive.manifest.cells(nb.nb_sha)
+    by_idx = {c.idx: c for c in cells}
+    main = by_idx.get(nb.hits[0].cell)
+    if main is None:
+        return Answer(question.text, "Nothing in the indexed notebooks matches this question.", [], "extractive",
+                      "no matching notebook", kind=question.kind)
+    headings = heading_paths(cells)
+    citation = Citation(nb.notebook, main.idx, main.cell_id, nb.nb_sha)
+    hit = nb.hits[0]
+    meta = [str(hit.year)] if hit.year else []
+    if hit.project:
+        meta.append(hit.project)
+    where = f"In {nb.notebook}" + (f" ({', '.join(meta)})" if meta else "")
+    if headings.get(main.idx):
+        where += f", section “{headings[main.idx]}”"
+    text = f"{where}, Cell {main.idx}"
+    line = _code_line(main) if main.cell_type == "code" else ""
+    if line:
+        text += f": `{line}`"
+    lines = [f"{text} {citation.label()}"]
+    cited = [citation]
+    explained = markdown_above(by_idx, main.idx)
+    if explained is not None:
+        sentence = first_sentence(explained.source)
+        c2 = Citation(nb.notebook, explained.idx, explained.cell_id, nb.nb_sha)
+        cited.append(c2)
+        if sentence:
+            clipped = sentence if len(sentence) <= 240 else sentence[:239] + "…"
+            lines.append(f"Explained in Cell {explained.idx}: “{clipped}” {c2.label()}")
+    others = []
+    for other in result.notebooks[1:3]:
+        if other.hits and other.score >= 0.6 * nb.score:
+            h = other.hits[0]
+            c3 = Citation(other.notebook, h.cell, h.cell_id, other.nb_sha)
+            cited.append(c3)
+            others.append(c3.label() + (f" ({h.heading})" if h.heading else ""))
+    if others:
+        lines.append("See also: " + "; ".join(others))
+    return Answer(question.text, "\n".join(lines), cited, "extractive", kind=question.kind)

@@ -1,0 +1,116 @@
+"""Reading a question: what kind of answer it wants, its content terms, and what kind of value it asks for.
+
+Only the grammar of asking is read here (English interrogatives: "where …", "what does … mean", "how many …"),
+never the subject matter: which cell or value answers is decided by the evidence (`evidence.py`), from signals
+that carry across archives. A question without an interrogative ("final RMSE of the tuned model") is `general`,
+and the evidence decides between a value, a sentence and a cell.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from nbrecall.notebook.printed import to_number
+from nbrecall.search.terms import question_terms
+
+_WHERE = re.compile(
+    r"^\s*(?:where\b|wo\b|in\s+which\s+(?:notebook|cell|file)|which\s+(?:notebook|cell|file)s?\b|"
+    r"what\s+notebook\b|show\s+me\s+(?:where|the\s+(?:code|cell|notebook))\b|"
+    r"how\s+(?:did|do|does|can)\s+(?:we|they|you|i)\s+(?:compute|calculate|derive|estimate|implement|model)\b)",
+    re.I,
+)
+_TERM = re.compile(
+    r"\bwhat\s+(?:does|do|did)\b.+\b(?:mean|stand\s+for|refer\s+to)\b|\bmeaning\s+of\b|\bdefinition\s+of\b|"
+    r"^\s*define\b|\bwhat\s+is\s+meant\s+by\b|\bstands?\s+for\b|^\s*was\s+(?:bedeutet|ist|sind)\b|"
+    r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+)?\w+\s*\??\s*$",
+    re.I,
+)
+_VALUE = re.compile(
+    r"^\s*(?:how\s+(?:many|much)|what\s+(?:value|number|amount)s?\b|what\s+(?:was|were|is|are)\s+the\b|"
+    r"what's\s+the\b|which\s+value\b|wie\s+(?:viel|viele|groß|hoch)\b)|"
+    r"\b(?:did|do|does)\s+(?:we|they|you|i|it)\s+(?:use|get|find|obtain|measure|assume|take|reach|choose|pick|set|"
+    r"estimate|give)\b",
+    re.I,
+)
+_COUNT = re.compile(r"\bhow\s+many\b|\bnumber\s+of\b|\bwie\s+viele\b", re.I)
+_SHARE = re.compile(r"%|\b(?:percent(?:age)?|share|fraction|proportion|ratio|prozent|anteil)\b", re.I)
+# Superlatives ask for the extreme of a series ("on which weekday were the most cyclists counted").
+_MAX = re.compile(r"\b(?:most|max(?:imum)?|highest|largest|biggest|greatest|longest|peak|top)\b", re.I)
+_MIN = re.compile(r"\b(?:least|fewest|min(?:imum)?|lowest|smallest|shortest)\b", re.I)
+# What the question rules out: "the Hollingshead correlation rather than ISO", "…, not the lognormal fit",
+# "(no LoRA)". A value whose name or place says the ruled-out thing is the look-alike the question warns about.
+_EXCLUDED = re.compile(
+    r"(?:\b(?:rather\s+than|instead\s+of|other\s+than)|(?:[,(]|\bbut)\s*not|\b(?:no|without|excluding|except))\s+"
+    r"(?:the\s+|a\s+|an\s+|any\s+)?(?P<what>[^\W\d_][\w'-]*(?:\s+[^\W\d_][\w'-]*){0,2}?)"
+    r"(?=\s*(?:[),;:.?!]|$|\b(?:and|but|or|for|in|on|at|with|from|by)\b))",
+    re.I,
+)
+# Where the thing asked about ends and what qualifies it begins: a preposition, a conjunction, an auxiliary verb
+# ("net objective | for the schedule after unit assignment costs", "what psi drop | do we get if …").
+_SUBJECT_END = re.compile(
+    r"\b(?:of|for|in|into|on|at|by|with|without|from|to|during|after|before|between|under|over|using|via|when|"
+    r"while|if|once|than|that|which|where|as|do|does|did|is|are|was|were|can|could|would|will|has|have|had|we|"
+    r"von|für|bei|mit|nach|der|die|das|des|um|im|am)\b|[,;:?(]",
+    re.I,
+)
+_ASKING_OPENERS = re.compile(
+    r"^\s*(?:what(?:'s|\s+(?:is|are|was|were))?|which|how\s+(?:many|much)|wie\s+(?:viel|viele)|welche[rsn]?|"
+    r"(?:the|a|an)\b)\s*",
+    re.I,
+)
+_INTERROGATIVE = re.compile(r"\b(?:what|which|how\s+(?:many|much)|wie\s+(?:viel|viele)|welche[rsn]?)\b", re.I)
+_NUMBERS = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)?(?![\w.]*[A-Za-z])(?P<percent>\s*%)?")
+# Number words and ordinals name numbers a notebook prints as digits ("the second well" → `Well 2`).
+_NUMBER_WORDS = {w: str(i) for i, group in enumerate([
+    (), ("one", "first"), ("two", "second"), ("three", "third"), ("four", "fourth"), ("five", "fifth"),
+    ("six", "sixth"), ("seven", "seventh"), ("eight", "eighth"), ("nine", "ninth"), ("ten", "tenth")])
+    for w in group}
+
+
+@dataclass
+class Question:
+    """A question as the answerer reads it."""
+
+    text: str
+    kind: str  # "value" | "where" | "term" | "general"
+    terms: list[str] = field(default_factory=list)  # content stems, in order
+    asks: str | None = None  # "count" | "share" | None: the kind of value the wording names
+    extreme: str | None = None  # "max" | "min": a superlative asks for the extreme of a series
+    numbers: set[float] = field(default_factory=set)  # numbers the question gives (its inputs, never its answer)
+    excluded: list[str] = field(default_factory=list)  # terms the question rules out ("rather than ISO")
+    mentions: list[set[float]] = field(default_factory=list)  # each number mentioned, as it may be printed
+    subject: list[str] = field(default_factory=list)  # terms of what is asked about (the first noun phrase)
+
+
+def read_question(text: str) -> Question:
+    """The kind of answer `text` asks for, its terms and what kind of value it names."""
+    text = " ".join(text.split())
+    if _TERM.search(text):
+        kind = "term"
+    elif _WHERE.search(text):
+        kind = "where"
+    elif _VALUE.search(text):
+        kind = "value"
+    else:
+        kind = "general"
+    asks = "count" if _COUNT.search(text) else "share" if _SHARE.search(text) else None
+    extreme = "max" if _MAX.search(text) else "min" if _MIN.search(text) else None
+    mentions: list[set[float]] = []
+    for m in _NUMBERS.finditer(text):
+        n = to_number(m.group().replace(",", ".").rstrip("% "))
+        if n is not None:
+            mentions.append({n, n / 100} if m.group("percent") else {n})  # "70%" is also written 0.7
+    numbers = set().union(*mentions) if mentions else set()
+    excluded = [t for m in _EXCLUDED.finditer(text) for t in question_terms(m.group("what"))]
+    kept = _EXCLUDED.sub(" ", text)
+    spelled = re.sub(r"\b[A-Za-z]+\b", lambda m: f"{m.group()} {_NUMBER_WORDS[m.group().lower()]}"
+                     if m.group().lower() in _NUMBER_WORDS else m.group(), kept)
+    found = [t for t in question_terms(spelled) if t not in excluded] or question_terms(text)
+    asking = _INTERROGATIVE.search(spelled)  # "Fuel oil in 2 inch pipe: what psi drop do we get …"
+    opening = spelled[asking.start():] if asking else spelled
+    for _ in range(2):  # "what was the …"
+        opening = _ASKING_OPENERS.sub("", opening, count=1)
+    head = _SUBJECT_END.split(opening, maxsplit=1)[0]
+    subject = [t for t in question_terms(head) if t in found]
+    return Question(text, kind, list(dict.fromkeys(found)), asks, extreme, numbers, excluded, mentions, subject)

@@ -1,0 +1,307 @@
+"""Which value answers a value question: value facts ranked by signals that carry from one archive to the next.
+
+Candidates are the facts of the notebooks retrieval ranked first, plus facts the store finds on their own (a fact
+is a chunk of kind `fact`: keyword and vector search see it like any chunk). Each gets these signals, all in 0..1:
+
+- `similarity`: cosine of the question and the fact's description (label, value, unit, heading, the sentence
+  above) with the bundled embedder: vectors stored at index time, read through the store's own vector search;
+- `keyword`: the fact's BM25 score against the question, relative to the best fact's;
+- `notebook`: its notebook's retrieval score relative to the first notebook's (0 outside the result);
+- `cell`: the best score of the chunks retrieval found on the fact's cell, relative to its notebook's best;
+- `label`: how much of the question the fact's name (label, the variables that printed it, the unit) covers,
+  terms weighted by rarity among the candidates, times how much of that name the question covers;
+- `context`: the same coverage for where the fact is (heading path, the sentence above, the code line);
+- structure and kind: the last of a repeated label in a cell is a loop's result (`final`); a count is an
+  integer, a share a fraction or a percentage; a value the question itself gives is an input, not the answer.
+
+The weights are `ValueWeights`; `bench/answer_ablation.py` measures each signal's part on both development sets.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nbrecall.answer.question import Question
+from nbrecall.index.store import SearchFilters
+from nbrecall.notebook.facts import Fact
+from nbrecall.notebook.printed import NUMBER, to_number
+from nbrecall.search.retrieve import NotebookResult, SearchResult
+from nbrecall.search.terms import Weights, match, term_set
+
+if TYPE_CHECKING:
+    from nbrecall.service import Archive
+
+
+@dataclass
+class ValueWeights:
+    """How the signals add up (see the module docstring); a weight of 0 turns a signal off (the ablation)."""
+
+    similarity: float = 1.0
+    keyword: float = 0.3
+    notebook: float = 0.6
+    cell: float = 0.6
+    cell_similarity: float = 1.0  # the question against the cell's own chunks (its code, output, markdown)
+    label: float = 1.0
+    subject: float = 0.5  # the fact's name holds what the question asks about (its first noun phrase)
+    context: float = 0.4
+    final: float = 0.1  # added for the last fact of its label in a cell, taken from the others
+    kind: float = 0.15  # added when the value is of the kind the question names (a count, a share)
+    given: float = 0.5  # taken away when the value is a number the question gives
+    extreme: float = 0.3  # added for the max (min) of its series when the question asks for the most (least)
+    excluded: float = 0.6  # taken away, times the share of the question's excluded terms the fact's place holds
+    input: float = 0.3  # taken away from a constant the code sets (a value the notebook used but never showed)
+    unit: float = 0.3  # added when the question names the unit written with the value ("in pcm", "liters per hour")
+    position: float = 0.1  # earlier question terms weigh more in the name match (the subject comes first)
+    spread: float = 0.5  # a cell next to one retrieval found gets this share of its score, per cell of distance
+    inputs: float = 0.5  # times the share of the question's numbers that the fact's cell sets or passes
+    outside: float = 0.8  # multiplies the score of a fact whose notebook retrieval did not rank
+
+
+@dataclass
+class RankedFact:
+    """A candidate fact with where it is, its signals and its score."""
+
+    fact: Fact
+    notebook: str
+    nb_sha: str
+    year: int | None
+    rank: int | None  # its notebook's position in the search result (None: found by the fact search only)
+    source: str = ""  # the source of its cell (first notebooks only): words of the method around the value
+    signals: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
+
+
+def _chunk_id(sha: str, seq: int) -> str:
+    return f"{sha[:20]}-{seq:05d}"
+
+
+def _is_count(fact: Fact) -> bool:
+    return fact.number is not None and float(fact.number).is_integer() and "." not in fact.value
+
+
+def _is_share(fact: Fact) -> bool:
+    return fact.value.endswith("%") or (fact.number is not None and 0.0 <= abs(fact.number) <= 1.0
+                                        and "." in fact.value)
+
+
+def _extremes(cands: list[RankedFact]) -> dict[int, str]:
+    """For each series (the entries of one Series, one table column, one repeated label in a cell), which facts
+    are its max and min: `id(fact)` → "max" | "min"."""
+    series: dict[tuple[str, int, str], list[RankedFact]] = {}
+    for cand in cands:
+        f = cand.fact
+        if f.number is None or f.origin not in ("entry", "table", "line"):
+            continue
+        key = f.label.rsplit(" · ", 1)[-1] if f.origin == "table" else ("" if f.origin == "entry" else f.label)
+        series.setdefault((cand.nb_sha, f.cell, key), []).append(cand)
+    marks: dict[int, str] = {}
+    for members in series.values():
+        if len(members) < 3:
+            continue
+        top = max(members, key=lambda c: c.fact.number or 0.0)
+        low = min(members, key=lambda c: c.fact.number or 0.0)
+        marks[id(top.fact)] = "max"
+        marks[id(low.fact)] = "min"
+    return marks
+
+
+def gather(
+    question: Question,
+    result: SearchResult,
+    archive: Archive,
+    filters: SearchFilters | None = None,
+    top: int = 3,
+    extra: int = 30,
+) -> list[RankedFact]:
+    """The candidate facts: every fact of the first `top` notebooks (their stored vectors read at once, compared
+    with the question's here: a nearest-neighbour list would cut a notebook's facts short), and the facts a
+    hybrid fact search finds across the archive (`extra` of them, with their keyword scores)."""
+    notebooks = [nb for nb in result.notebooks[:top] if nb.hits]
+    by_sha = {nb.nb_sha: nb for nb in result.notebooks}
+    vector = archive.query_vector(question.text)
+    base = replace(filters or SearchFilters(), kinds=["fact"])
+    stored: dict[str, tuple[np.ndarray, list[int]]] = {}
+    if notebooks and vector is not None:  # every chunk of the first notebooks, facts and the others
+        everything = replace(filters or SearchFilters(), notebooks=[nb.nb_sha for nb in notebooks])
+        stored = archive.store.vectors(everything, limit=20_000)
+    found = archive.store.search(question.text, vector, extra, base) if extra else []
+    keyword = {h.row["chunk_id"]: h.keyword_score for h in found}
+    if notebooks:  # the keyword side for every fact of the first notebooks (one list, relative to its best)
+        within = replace(base, notebooks=[nb.nb_sha for nb in notebooks])
+        for h in archive.store.search(question.text, None, 500, within):
+            keyword[h.row["chunk_id"]] = max(keyword.get(h.row["chunk_id"], 0.0), h.keyword_score)
+    similarity = {h.row["chunk_id"]: h.similarity for h in found if h.vector_rank is not None}
+    shas = [nb.nb_sha for nb in notebooks]
+    shas += list(dict.fromkeys(h.row["nb_sha"] for h in found if h.row["nb_sha"] not in shas))
+    facts_of = {sha: archive.manifest.facts(sha) for sha in shas}
+    fact_ids = {_chunk_id(sha, f.seq) for sha, facts in facts_of.items() for f in facts}
+    chunk_shas = {sha[:20]: sha for sha in shas}
+    visible = archive.manifest.indexed_shas(shas)
+    rows = {h.row["chunk_id"]: h.row for h in found}
+    query = np.asarray(vector, dtype=np.float32) if vector is not None else None
+    # how close the question is to each cell of the first notebooks: the best of the chunks (not facts) covering it
+    cell_similarity: dict[tuple[str, int], float] = {}
+    if query is not None:
+        for cid, (chunk_vector, covered) in stored.items():
+            if cid in fact_ids:
+                continue
+            similar = float(np.dot(chunk_vector, query))
+            sha = chunk_shas[cid[:20]]
+            for cell in covered:
+                key = (sha, cell)
+                cell_similarity[key] = max(cell_similarity.get(key, -1.0), similar)
+    cands: list[RankedFact] = []
+    for sha in shas:
+        if sha not in visible:
+            continue
+        nb = by_sha.get(sha)
+        within = nb in notebooks
+        wanted = None if within else {cid for cid in rows if rows[cid]["nb_sha"] == sha}
+        sources = {c.idx: c.source for c in archive.manifest.cells(sha)} if within else {}
+        for fact in facts_of[sha]:
+            cid = _chunk_id(sha, fact.seq)
+            if wanted is not None and cid not in wanted:
+                continue
+            row = rows.get(cid)
+            notebook = row["notebook"] if row else (nb.notebook if nb else "")
+            year = row.get("year") if row else (nb.hits[0].year if nb and nb.hits else None)
+            cand = RankedFact(fact, notebook, sha, year, result.notebooks.index(nb) if nb is not None else None,
+                              sources.get(fact.cell, ""))
+            if cid in stored and query is not None:
+                cand.signals["similarity"] = float(np.dot(stored[cid][0], query))
+            else:
+                cand.signals["similarity"] = similarity.get(cid, 0.0)
+            cand.signals["cell_similarity"] = cell_similarity.get((sha, fact.cell), 0.0)
+            cand.signals["keyword_raw"] = keyword.get(cid, 0.0)
+            cands.append(cand)
+    return cands
+
+
+def _cell_signal(nb: NotebookResult | None, cell: int, spread: float) -> float:
+    """How much retrieval found the question at `cell`: the best score of the chunks that covered it, relative to
+    the notebook's best; a cell that no chunk covered gets `spread` of its nearest covered neighbour per step
+    (a value printed just after the cell retrieval found belongs to the same piece of work)."""
+    if nb is None or not nb.cell_scores:
+        return 0.0
+    top = max(nb.cell_scores.values()) or 1.0
+    best = nb.cell_scores.get(cell, 0.0)
+    for distance in (1, 2):
+        near = max(nb.cell_scores.get(cell - distance, 0.0), nb.cell_scores.get(cell + distance, 0.0))
+        best = max(best, near * spread**distance)
+    return best / top
+
+
+@lru_cache(maxsize=4096)
+def _numbers_in(source: str) -> frozenset[float]:
+    return frozenset(n for n in (to_number(m.group()) for m in NUMBER.finditer(source)) if n is not None)
+
+
+def _inputs_found(question: Question, source: str) -> float:
+    """The share of the numbers the question mentions ("100 US gpm", "up 400 ft", "70% efficient") that the
+    cell's code contains: the value asked for is computed from the numbers the question gives."""
+    if not question.mentions or not source:
+        return 0.0
+    written = _numbers_in(source)
+    found = sum(1 for mention in question.mentions if any(math.isclose(n, v, rel_tol=1e-9) for n in mention
+                                                          for v in written))
+    return found / len(question.mentions)
+
+
+def _exclusions(question: Question, cands: list[RankedFact]) -> list[float]:
+    """For each candidate, the share of the question's excluded terms ("rather than ISO", "not the lognormal
+    fit") its name or place holds: evidence against it."""
+    if not question.excluded:
+        return [0.0] * len(cands)
+    out = []
+    for cand in cands:
+        f = cand.fact
+        vocabulary = term_set(f"{f.label} {f.names} {f.heading} {f.sentence} {f.code}")
+        out.append(sum(1 for t in question.excluded if match(t, vocabulary) >= 0.7) / len(question.excluded))
+    return out
+
+
+def _parents(cands: list[RankedFact]) -> dict[int, RankedFact]:
+    """For each entry of a dict, Series or constructor repr, the fact of the whole repr it is part of (the same
+    cell's fact whose value holds it)."""
+    wholes: dict[tuple[str, int], list[RankedFact]] = {}
+    for cand in cands:
+        if cand.fact.origin in ("result", "line"):
+            wholes.setdefault((cand.nb_sha, cand.fact.cell), []).append(cand)
+    parents: dict[int, RankedFact] = {}
+    for cand in cands:
+        if cand.fact.origin == "entry":
+            for whole in wholes.get((cand.nb_sha, cand.fact.cell), []):
+                if cand.fact.shown in whole.fact.value and len(whole.fact.value) > len(cand.fact.shown):
+                    parents[id(cand)] = whole
+                    break
+    return parents
+
+
+def score(question: Question, cands: list[RankedFact], result: SearchResult,
+          weights: ValueWeights | None = None) -> list[RankedFact]:
+    """Score every candidate (in place) and return them best first."""
+    w = weights or ValueWeights()
+    if not cands:
+        return []
+    names = [term_set(f"{c.fact.label} {c.fact.names} {c.fact.unit}") for c in cands]
+    places = [term_set(f"{c.fact.heading} {c.fact.sentence} {c.fact.code} {c.source}") for c in cands]
+    units = [term_set(c.fact.unit + " " + " ".join(re.findall(r"\[([^\]]{1,20})\]", c.fact.label))) for c in cands]
+    # rarity among the candidates' names: what tells values apart
+    by_name = Weights(question.terms, names, position=w.position)
+    by_place = Weights(question.terms, [n | p for n, p in zip(names, places, strict=True)])
+    by_subject = Weights(question.subject, names) if question.subject else None
+    best_nb = result.notebooks[0].score if result.notebooks else 1.0
+    by_sha: dict[str, NotebookResult] = {nb.nb_sha: nb for nb in result.notebooks}
+    marks = _extremes(cands) if question.extreme else {}
+    excluded = _exclusions(question, cands)
+    best_keyword = max((c.signals["keyword_raw"] for c in cands), default=0.0) or 1.0
+    asked_units = {t for t in question.terms if any(match(t, u) >= 0.7 for u in units)}
+    for cand, name, place, unit, against in zip(cands, names, places, units, excluded, strict=True):
+        s = cand.signals
+        fact = cand.fact
+        nb = by_sha.get(cand.nb_sha)
+        s["keyword"] = s["keyword_raw"] / best_keyword
+        s["notebook"] = max(0.0, min(1.0, nb.score / best_nb)) if nb is not None and best_nb > 0 else 0.0
+        s["cell"] = _cell_signal(nb, fact.cell, w.spread)
+        recall = by_name.recall(name)
+        s["label"] = 0.5 * recall + 0.5 * by_name.precision(name) if recall > 0 else 0.0
+        s["context"] = by_place.recall(place | name) if question.terms else 0.0
+        s["subject"] = by_subject.recall(name) if by_subject is not None else 0.0
+        total = (w.similarity * s["similarity"] + w.keyword * s["keyword"] + w.notebook * s["notebook"]
+                 + w.cell * s["cell"] + w.cell_similarity * s.get("cell_similarity", 0.0) + w.label * s["label"]
+                 + w.subject * s["subject"] + w.context * s["context"])
+        total += w.final if fact.final else -w.final
+        if question.asks == "count" and _is_count(fact) or question.asks == "share" and _is_share(fact):
+            total += w.kind
+        if fact.number is not None and any(math.isclose(fact.number, n, rel_tol=1e-9) for n in question.numbers):
+            total -= w.given
+        if question.extreme and marks.get(id(fact)) == question.extreme:
+            total += w.extreme
+        total -= w.excluded * against
+        s["inputs"] = _inputs_found(question, cand.source)
+        total += w.inputs * s["inputs"]
+        if asked_units and any(match(t, unit) >= 0.7 for t in asked_units):
+            total += w.unit
+        if fact.origin == "input":
+            total -= w.input
+        if cand.rank is None or cand.rank >= 3:
+            total *= w.outside
+        cand.score = total
+    for cand_id, whole in _parents(cands).items():  # an entry never beats its dict unless its name says more
+        entry = next(c for c in cands if id(c) == cand_id)
+        if entry.signals["label"] <= whole.signals["label"]:
+            entry.score = min(entry.score, whole.score - 1e-6)
+    return sorted(cands, key=lambda c: (-c.score, c.rank if c.rank is not None else 99, c.fact.cell,
+                                        c.fact.position))
+
+
+def rank_values(question: Question, result: SearchResult, archive: Archive, filters: SearchFilters | None = None,
+                weights: ValueWeights | None = None) -> list[RankedFact]:
+    """Candidate facts for `question`, best first."""
+    return score(question, gather(question, result, archive, filters), result, weights)

@@ -1,0 +1,428 @@
+"""Value facts (DESIGN §7): every value a notebook shows, as a small record that value questions are ranked over.
+
+"What value did we use for X" is answered by one number among the hundreds a notebook prints. A line of output
+is the wrong unit for that: `Kp = 5.97 tauI = 2.48 tauD = 0.621` holds three answers, and a bare `0.95` means
+nothing without the `print(accuracy)` that made it. So each value becomes a `Fact`: the value as printed, what
+names it (the variable or expression of a result, the text before it on a printed line, the row and column of
+a table cell, the key of a dict or Series entry), a unit where one is written, the code line that produced it,
+and where it sits (heading path, the markdown sentence above, the cell).
+
+How a printed line, a LaTeX block, a repr or a table is read is `printed.py`; here the values of each output
+are named by the code that made them (the print call whose literal text the line holds, the cell's closing
+expression) and placed (cell, heading path, the sentence above).
+
+Bounds (a notebook can print a million lines): at most `FactLimits.per_cell` facts per cell (its first and last
+halves: a log's last line is its result), `per_table` per table, and `per_notebook` in all.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from nbrecall.notebook.model import Cell, Notebook, Output
+from nbrecall.notebook.outputs import RenderedOutput, strip_ansi
+from nbrecall.notebook.printed import (
+    NOISE,
+    NUMBER,
+    OBJECT_REPR,
+    call_entries,
+    dict_entries,
+    grid_values,
+    latex_row,
+    latex_text,
+    line_facts,
+    pipe_table,
+    series_entries,
+    to_number,
+)
+from nbrecall.notebook.tables import TableSummary
+
+__all__ = ["Fact", "FactLimits", "cell_facts", "extract_facts"]
+
+
+@dataclass
+class FactLimits:
+    per_cell: int = 24
+    per_table: int = 40
+    per_notebook: int = 400
+    value_chars: int = 200  # a longer repr is no "value" (an array, a list of rows)
+
+
+@dataclass
+class Fact:
+    """One value a notebook shows, with what names it and where it is."""
+
+    cell: int
+    cell_id: str
+    value: str  # as printed: "3803.0", "0.182, 0.218", "{A: 4, B: -2}", "1.12+0.579j"
+    label: str  # "total_ballast", "Total ballast aft", "64 · m11", "'n_neighbors'"
+    shown: str  # the printed text that holds label and value, as the notebook shows it (what an answer quotes)
+    unit: str = ""
+    code: str = ""  # the code line that produced it (the print call, the last expression, the assignment)
+    names: str = ""  # variables that code line reads, space-separated ("tauI", "ci_95_por2")
+    heading: str = ""
+    sentence: str = ""  # the markdown sentence just above the cell
+    origin: str = "line"  # "result" | "line" | "entry" | "table" | "latex" | "input"
+    position: int = 0  # order within the cell
+    final: bool = True  # the last fact of its cell with this label (an iteration's result, not its first step)
+    number: float | None = None  # the value as a number, when it is one number
+    stale: bool = False  # the outputs it comes from could not be re-rendered
+    seq: int = 0  # the sequence number of its chunk in the notebook (`ingest.chunk.Chunk.seq`), once chunked
+
+    def statement(self) -> str:
+        """`label = value unit`, or the printed text when that is shorter and says the same."""
+        unit = f" {self.unit}" if self.unit and self.unit not in self.shown else ""
+        return f"{self.shown}{unit}"
+
+    def description(self) -> str:
+        """What names the value and where it is: heading, the printed label and value, the variables behind it,
+        the sentence above (what keyword search sees of a fact)."""
+        parts = [self.heading, self.statement()]
+        if self.names and self.names not in self.shown:
+            parts.append(self.names)
+        if self.sentence:
+            parts.append(self.sentence)
+        return "\n".join(p for p in parts if p)
+
+    def name(self) -> str:
+        """What the value is, without the value or where it is (`Input level dB`, `64 · m11 (% error)`): what a
+        fact's vector is made of. Facts of one cell share their place, so their vectors tell them apart only by
+        their names; the place is compared through the cell's own chunks (`answer.values`)."""
+        named = " ".join(p for p in (self.label, self.unit) if p).strip()
+        return named or self.names or self.shown
+
+
+# --- code that printed ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Print:
+    literals: list[str]
+    names: list[str]
+    code: str
+    label: str  # the first argument that is not a string (what a bare printed value is)
+
+
+def _parse(source: str, tree: ast.Module | None) -> ast.Module | None:
+    if tree is not None:
+        return tree
+    from nbrecall.notebook.analysis import mask_magics
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(mask_magics(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _literal_pieces(node: ast.AST) -> list[str]:
+    out: list[str] = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            out.extend(p.strip() for p in re.split(r"\{[^{}]*\}|%[-+ 0#]*\d*(?:\.\d+)?[a-zA-Z]", sub.value))
+    return [p for p in out if len(p) >= 2]
+
+
+def _names(node: ast.AST) -> list[str]:
+    seen: dict[str, None] = {}
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id not in ("print", "round", "str", "format", "float", "int", "len"):
+            seen.setdefault(sub.id, None)
+        elif isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load):
+            seen.setdefault(sub.attr, None)
+    return list(seen)
+
+
+def _prints(source: str, tree: ast.Module | None) -> list[_Print]:
+    """Every `print(...)` call of a cell, in source order, with its literal text and the names it prints."""
+    tree = _parse(source, tree)
+    if tree is None:
+        return []
+    lines = source.splitlines()
+    found: list[tuple[int, int, _Print]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            code = lines[node.lineno - 1].strip() if 0 < node.lineno <= len(lines) else ""
+            args = [a for a in node.args if not (isinstance(a, ast.Constant) and isinstance(a.value, str))]
+            label = ast.unparse(args[0]) if len(args) == 1 and not _literal_pieces(node) else ""
+            found.append((node.lineno, node.col_offset,
+                          _Print(_literal_pieces(node), _names(node), code[:200], label[:80])))
+    return [p for _, _, p in sorted(found, key=lambda item: (item[0], item[1]))]
+
+
+def _match_print(line: str, prints: list[_Print], index: int, n_lines: int) -> _Print | None:
+    """The print call that wrote `line`: the one whose literal text the line holds (a loop prints many lines
+    with one call), else by position when each call printed one line."""
+    best: tuple[int, _Print] | None = None
+    for p in prints:
+        if p.literals and all(piece in line for piece in p.literals):
+            score = sum(len(piece) for piece in p.literals)
+            if best is None or score > best[0]:
+                best = (score, p)
+    if best is not None:
+        return best[1]
+    if len(prints) == n_lines and 0 <= index < len(prints):
+        return prints[index]
+    bare = [p for p in prints if not p.literals]
+    return bare[0] if len(bare) == 1 else None
+
+
+def _last_expression(source: str, tree: ast.Module | None) -> tuple[str, list[str]]:
+    """The cell's closing expression (what a result displays) and the names it reads."""
+    tree = _parse(source, tree)
+    if tree is not None and tree.body and isinstance(tree.body[-1], ast.Expr):
+        node = tree.body[-1].value
+        return ast.unparse(node)[:160], _names(node)
+    lines = [ln.strip() for ln in source.strip().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return (lines[-1][:160] if lines else ""), []
+
+
+# --- a cell's facts ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _CellFacts:
+    cell: Cell
+    heading: str
+    sentence: str
+    stale: bool
+    limits: FactLimits
+    found: list[Fact] = field(default_factory=list)
+
+    def add(self, label: str, value: str, shown: str, origin: str, unit: str = "", code: str = "",
+            names: Iterable[str] = ()) -> None:
+        value = value.strip()
+        if not value or len(value) > self.limits.value_chars:
+            return
+        self.found.append(Fact(
+            cell=self.cell.index, cell_id=self.cell.id, value=value, label=label.strip()[:160],
+            shown=shown.strip().replace("\n", " ")[:300], unit=unit, code=code, names=" ".join(names)[:160],
+            heading=self.heading, sentence=self.sentence, origin=origin, number=to_number(value), stale=self.stale,
+        ))
+
+
+def _result_text(output: Output, rendered: RenderedOutput) -> str:
+    """The text a result shows: `text/plain` unless it is an object's repr, else its LaTeX or HTML as text."""
+    data = output.data if isinstance(output.data, dict) else {}
+    plain = data.get("text/plain")
+    plain = strip_ansi(plain if isinstance(plain, str) else "".join(plain) if isinstance(plain, list) else "")
+    if plain.strip() and not OBJECT_REPR.match(plain.strip()):
+        return plain
+    latex = data.get("text/latex")
+    if isinstance(latex, list):
+        latex = "".join(latex)
+    if isinstance(latex, str) and latex.strip():
+        return latex_text(latex)
+    return rendered.text if rendered.kind in ("text", "html") else ""
+
+
+def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[_Print], expr: tuple[str, list[str]]) -> None:
+    lines = [ln.rstrip() for ln in text.splitlines()]
+    content = [ln for ln in lines if ln.strip() and not NOISE.match(ln)]
+    if not content:
+        return
+    code, expr_names = expr
+    if origin == "result":
+        whole = "\n".join(content).strip()
+        if len(content) == 1 and NUMBER.search(whole) and len(whole) <= acc.limits.value_chars:
+            acc.add(code, whole, f"{code} = {whole}" if code else whole, "result", code=code, names=expr_names)
+            for key, value, shown in dict_entries(whole):
+                acc.add(key, value, shown, "entry", code=code, names=expr_names)
+            if not dict_entries(whole) and not whole.startswith(("[", "(", "array(")):
+                for label, value, unit, shown in line_facts(whole)[1:] if len(line_facts(whole)) > 1 else []:
+                    acc.add(label, value, shown, "entry", unit=unit, code=code, names=expr_names)
+            return
+        series = series_entries(content)
+        if series is not None:
+            entries, name = series
+            for key, value in entries:
+                label = f"{key} · {name}" if name else key
+                acc.add(label, value, f"{key}  {value}", "entry", code=code, names=[*expr_names, name])
+            return
+    pipes = [ln for ln in content if ln.count("|") >= 1]
+    if len(pipes) >= 3 and len(pipes) == len(content):
+        table = pipe_table(pipes)
+        if table is not None:
+            header, rows = table
+            for label, value, shown in grid_values(header, rows, 1)[: acc.limits.per_table]:
+                acc.add(label, value, shown, "table", code=code, names=expr_names)
+            return
+    previous = ""
+    for i, line in enumerate(content):
+        pr = _match_print(line, prints, i, len(content)) if origin == "line" else None
+        line_code = pr.code if pr else code
+        names = pr.names if pr else expr_names
+        stripped = line.strip()
+        called = call_entries(stripped)
+        if called:  # `KNeighborsClassifier(n_neighbors=13, …)`: the repr as one value, and its arguments
+            label = (pr.label if pr else "") or (code if origin == "result" else "")
+            acc.add(label, stripped, f"{label} = {stripped}" if label else stripped, origin, code=line_code,
+                    names=names)
+            for key, value, shown in called:
+                acc.add(key, value, shown, "entry", code=line_code, names=names)
+            previous = ""
+            continue
+        if stripped[:1] in "([{" and stripped[-1:] == {"(": ")", "[": "]", "{": "}"}[stripped[:1]]:
+            # a repr (`[['0', '3'], …]`, `(0.0, 64.0)`, a dict): one value, and a dict's entries
+            if NUMBER.search(stripped):
+                label = (pr.label if pr else "") or (code if origin == "result" else "") or previous.rstrip(":")
+                acc.add(label, stripped, f"{label} = {stripped}" if label else stripped, origin, code=line_code,
+                        names=names)
+            for key, value, shown in dict_entries(stripped):
+                acc.add(key, value, shown, "entry", code=line_code, names=names)
+            previous = ""
+            continue
+        found = line_facts(line)
+        if not found:
+            previous = line.strip() if len(line.strip()) <= 80 else ""
+            continue
+        for label, value, unit, shown in found:
+            if not label:  # a bare value: named by the line above (`Mean accuracy:`), or by what printed it
+                label = previous.rstrip(":") if previous.endswith(":") else (pr.label if pr else "") or (
+                    code if origin == "result" else "")
+                shown = f"{label}: {shown}" if label and label not in shown else shown
+            acc.add(label, value, shown, origin, unit=unit, code=line_code, names=names)
+        previous = ""
+
+
+def _latex_facts(acc: _CellFacts, latex: str, code: str) -> None:
+    for row in latex_text(latex).splitlines():
+        fact = latex_row(row)
+        if fact is not None:
+            label, value, unit, shown = fact
+            acc.add(label, value, shown, "latex", unit=unit, code=code)
+
+
+_CONSTANT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([-+]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
+                       r"(?:\s*\*\s*u\.(\w+))?\s*(?:#\s*(.*))?$")
+
+
+def _input_facts(acc: _CellFacts) -> None:
+    """`rho = 1025  # sea water, kg/m3`: a constant the notebook used, with its comment."""
+    for line in acc.cell.source.splitlines():
+        m = _CONSTANT.match(line)
+        if m:
+            name, value, unit, comment = m.groups()
+            label = f"{name} ({comment.strip()})" if comment and comment.strip() else name
+            acc.add(label, value, line.strip(), "input", unit=unit or "", code=line.strip(), names=[name])
+
+
+def _mark_final(facts: list[Fact]) -> None:
+    """Within a cell, only the last fact of each label is `final` (a loop's last line is its result)."""
+    last: dict[str, int] = {}
+    for i, fact in enumerate(facts):
+        fact.position = i
+        last[re.sub(r"\d+", "#", fact.label.lower())] = i
+    for i, fact in enumerate(facts):
+        fact.final = last[re.sub(r"\d+", "#", fact.label.lower())] == i
+
+
+def _bounded(facts: list[Fact], most: int) -> list[Fact]:
+    if len(facts) <= most:
+        return facts
+    half = most // 2
+    return facts[:half] + facts[-(most - half):]
+
+
+def cell_facts(
+    cell: Cell,
+    rendered: list[RenderedOutput],
+    *,
+    heading: str = "",
+    sentence: str = "",
+    stale: bool = False,
+    tree: ast.Module | None = None,
+    limits: FactLimits | None = None,
+) -> list[Fact]:
+    """The facts of one code cell: its outputs' values and the constants its source sets."""
+    limits = limits or FactLimits()
+    acc = _CellFacts(cell, heading, sentence, stale, limits)
+    prints = _prints(cell.source, tree) if "print" in cell.source else []
+    expr = _last_expression(cell.source, tree)
+    for output, shown in zip(cell.outputs, rendered, strict=False):
+        if output.output_type == "stream":
+            if shown.name != "stderr" and shown.text.strip():
+                _text_facts(acc, shown.text, "line", prints, expr)
+        elif output.output_type in ("execute_result", "display_data"):
+            if shown.kind == "table" and shown.table is not None:
+                _table_facts(acc, shown.table, expr)
+                continue
+            if shown.kind == "marker":
+                continue
+            data = output.data if isinstance(output.data, dict) else {}
+            if shown.kind == "figure" and "text/latex" not in data:
+                continue  # a plot; a sympy result drawn as PNG keeps its text/latex and text/plain twins
+            plain = data.get("text/plain")
+            latex = data.get("text/latex")
+            latex = "".join(latex) if isinstance(latex, list) else latex
+            if isinstance(latex, str) and "aligned" in latex and (
+                not isinstance(plain, str) or OBJECT_REPR.match(plain.strip())
+            ):
+                _latex_facts(acc, latex, expr[0])
+                continue
+            text = _result_text(output, shown)
+            _text_facts(acc, text, "result" if output.output_type == "execute_result" else "line", prints, expr)
+    _input_facts(acc)
+    facts = acc.found
+    _mark_final(facts)
+    return _bounded(facts, limits.per_cell)
+
+
+def _table_facts(acc: _CellFacts, table: TableSummary, expr: tuple[str, list[str]]) -> None:
+    code, names = expr
+    for label, value, shown in grid_values(table.header, table.rows, table.depth)[: acc.limits.per_table]:
+        acc.add(label, value, shown, "table", code=code, names=names)
+
+
+def _first_sentences(markdown: str, limit: int = 240) -> str:
+    """The prose of a markdown cell without headings, images or code, clipped to a sentence or two."""
+    kept = []
+    for line in markdown.splitlines():
+        s = line.strip()
+        if not s or s.startswith(("#", "![", "```", "<img", "|")):
+            continue
+        kept.append(s)
+    text = " ".join(" ".join(kept).split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    end = max(cut.rfind(". "), cut.rfind("? "), cut.rfind(": "))
+    return cut[: end + 1] if end > limit // 3 else cut.rstrip() + "…"
+
+
+def extract_facts(
+    nb: Notebook,
+    rendered: Mapping[int, list[RenderedOutput]],
+    *,
+    headings: Mapping[int, str] | None = None,
+    trees: Mapping[str, ast.Module] | None = None,
+    stale: bool = False,
+    limits: FactLimits | None = None,
+) -> list[Fact]:
+    """Every fact of a notebook in cell order, within `limits`. `rendered` is the output rules' rendering of each
+    code cell (`ingest.chunk.render_cells`), `headings` each cell's heading path."""
+    limits = limits or FactLimits()
+    headings = headings or {}
+    trees = trees or {}
+    facts: list[Fact] = []
+    above = ""
+    for cell in nb.cells:
+        if cell.is_markdown and cell.source.strip():
+            above = _first_sentences(cell.source)
+            continue
+        if not cell.is_code or not cell.source.strip():
+            continue
+        facts.extend(cell_facts(cell, rendered.get(cell.index, []), heading=headings.get(cell.index, ""),
+                                sentence=above, stale=stale, tree=trees.get(cell.source), limits=limits))
+    if len(facts) <= limits.per_notebook:
+        return facts
+    # Over the bound: printed results first (wherever they are: a notebook's last cells hold its conclusions),
+    # then constants, then table cells (a table is also its own chunk); document order within each.
+    rank = {"input": 1, "table": 2}
+    kept = sorted(range(len(facts)), key=lambda i: (rank.get(facts[i].origin, 0), i))[: limits.per_notebook]
+    return [facts[i] for i in sorted(kept)]

@@ -1,0 +1,332 @@
+"""Reading values out of printed text: numbers, their units, the label before them, LaTeX rows, reprs, tables.
+
+No library reads labelled values out of free-form printed output, so this is done here, by notation, never by
+wording: a value is a run of numbers (with `±`, `, ` or a complex part inside it); its label is the text since the
+previous value; a number that sits between words (`Well 2 mean porosity`) is part of the label; `=`, `:`, `is`,
+brackets, pipes and LaTeX `&=` rows say what is what. These rules hold across archives and languages.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "NOISE",
+    "NUMBER",
+    "OBJECT_REPR",
+    "call_entries",
+    "dict_entries",
+    "grid_values",
+    "latex_row",
+    "latex_text",
+    "line_facts",
+    "pipe_table",
+    "series_entries",
+    "to_number",
+    "value_runs",
+]
+
+
+# --- numbers in printed text --------------------------------------------------------------------------------
+
+_REAL = r"(?:\d(?:[\d_]|,(?=\d))*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+# A number as printed: sign, thousands separators, exponent, a complex part (`1.12+0.579j`), a fraction
+# (`2/5`), a percent sign. Not a digit glued to a name (`P0`, `m11`, `U-235`, `x_2`, `f1`).
+NUMBER = re.compile(
+    rf"(?<![\w.])(?<![A-Za-z]-)[-+−]?{_REAL}(?:[-+]{_REAL}j|j)?(?:/\d+(?![\d.]))?%?(?![\w.]*[A-Za-z_(])"
+)
+# What may sit between the numbers of one value: a list separator, a ± spread, a range dash.
+_JOIN = re.compile(r"\s*(?:,\s*|\s*(?:\+/-|±|\+-)\s*|\s+(?:to|-|–|—)\s+|\s+)\s*$")
+_CONNECTOR_END = re.compile(r"(?:[=:≈~]|\b(?:is|are|was|were|of|equals|ist|sind|beträgt|von))\s*$", re.I)
+_UNIT = re.compile(
+    r"\s*(\[[^\[\]\n]{1,20}\]|\([^()\n]{1,20}\)|°[CFK]\b|[%°‰]|(?:[A-Za-zµμΩ°$€£][\w°²³µ$€]*"
+    r"(?:\s*(?:\*\*|/|\*|·|\^)\s*(?:[A-Za-zµμΩ°][\w°²³]*|\d+))*))"
+)
+# Words after a number that continue a sentence rather than name a unit.
+_NOT_UNIT = frozenset((
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is", "it", "of", "on", "or",
+    "the", "to", "was", "were", "with", "which", "that", "than", "then", "und", "der", "die", "das", "ist", "mit",
+    "von", "zu",
+))
+OBJECT_REPR = re.compile(r"^<[\w.]+(?: [\w.]+)*(?: object)?(?: at 0x[0-9a-fA-F]+)?>$|^<[^<>]* at 0x[0-9a-fA-F]+>$")
+NOISE = re.compile(
+    r"^\s*(?:\[(?:…|\.\.\.)[^\]]*\]|\[(?:figure|widget|html|plotly)[^\]]*\]|<Figure size|\[?<matplotlib|Text\(|"
+    r"dtype\(|(?:Collecting|Downloading|Requirement already|Installing|Successfully|Using cached)\b|.*\d+%\|)"
+)
+
+
+def to_number(text: str) -> float | None:
+    """The float of a printed number (`1,284.6`, `−3`, `12%` → 12.0); None for anything else."""
+    cleaned = text.strip().replace(",", "").replace("_", "").replace("−", "-").rstrip("%")
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Run:
+    start: int
+    end: int
+    unit_end: int
+    unit: str
+
+
+def _unit_after(line: str, end: int) -> tuple[str, int]:
+    match = _UNIT.match(line, end)
+    if not match:
+        return "", end
+    unit = match.group(1).strip()
+    if not unit or unit.lower() in _NOT_UNIT or len(unit) > 24:
+        return "", end
+    rest = line[match.end():].lstrip()
+    if rest[:1] in ("=", ":") or unit[0].isdigit():
+        return "", end  # the next label ("… 5 Kv = 240"), not this value's unit
+    return unit, match.end()
+
+
+def value_runs(line: str) -> list[_Run]:
+    """Spans of values in a printed line, each with the unit written after it."""
+    numbers = [m for m in NUMBER.finditer(line)]
+    runs: list[_Run] = []
+    for m in numbers:
+        if runs and m.start() < runs[-1].unit_end:
+            continue  # inside the unit written after the previous value (`foot ** 3 / hour`)
+        if runs and _JOIN.fullmatch(line[runs[-1].end : m.start()] or " ") and runs[-1].unit_end == runs[-1].end:
+            runs[-1].end = m.end()  # `0.182, 0.218`, `0.200 +/- 0.018`
+            runs[-1].unit, runs[-1].unit_end = _unit_after(line, m.end())
+            continue
+        run = _Run(m.start(), m.end(), m.end(), "")
+        run.unit, run.unit_end = _unit_after(line, run.end)
+        runs.append(run)
+    # brackets that hold nothing but the value belong to it: `(0.0, 64.0)`, `[0.95]`
+    for run in runs:
+        before, after = line[: run.start].rstrip(), line[run.end :].lstrip()
+        closing = {"(": ")", "[": "]", "{": "}"}.get(before[-1:]) if before else None
+        if closing and after[:1] == closing:
+            run.start = len(before) - 1
+            run.end = run.unit_end = line.index(after[0], run.end) + 1
+            run.unit = ""
+    return runs
+
+
+def _inside_label(line: str, run: _Run, previous_end: int) -> bool:
+    """A number between words names something (`Well 2 mean porosity is …`, `with 64 panels the …`); a number
+    after `=`, `:` or `is`, or followed by a unit and the end of a clause, is a value."""
+    before = line[previous_end : run.start]
+    if not before.strip() or _CONNECTOR_END.search(before) or before.rstrip()[-1] in "([{,;$€£":
+        return False
+    after = line[run.end :]
+    if re.match(r"\s*(?:°[CFK]|[%°‰])?\s*(?:[=:]|\b(?:is|are|was|were|ist)\b)\s*[-+−]?[\d.]", after):
+        return True  # `Well 2 is 0.200`, `at -10°C = 17.48`: the number names what the next value is of
+    word = re.match(r"\s+([A-Za-zÀ-ÿ][\w'-]*)(\S*)", after)
+    if not word or word.group(1).lower() in _NOT_UNIT or word.group(2)[:1] in ("/", "^", "*", "²", "³"):
+        return False
+    rest = after[word.end() :]
+    # `4.02 minutes.`, `84033 dimensionless dollars/year`: a unit, then the clause ends
+    return not (re.match(r"\s*(?:[,.;:)\]}]|$)", rest) or re.match(r"\s*\S*[/^*²³]", rest))
+
+
+def _clean_label(text: str) -> str:
+    text = re.sub(r"^[\s,;:.)\]}|-]+", "", text)
+    text = re.sub(r"^(?:and|with|und|mit)\s+(?=\S)", "", text)
+    text = re.sub(r"\s*[$€£]$", "", text.strip())
+    text = re.sub(r"\s*(?:[=:≈~]|\b(?:is|are|was|were|equals|ist|sind|beträgt))\s*$", "", text, flags=re.I)
+    words = text.split()
+    return " ".join(words[-12:]).strip(" ,;:")
+
+
+# A segment that goes on about the line's subject: "…, with a range of 0.182, 0.218", "… and a minimum of 90".
+_CONTINUES = re.compile(r"^[\s,;]*(?:with|and|or|at|for|to|from|giving|so|i\.e\.|which|of|in|after|but)\b", re.I)
+
+
+def line_facts(line: str) -> list[tuple[str, str, str, str]]:
+    """(label, value, unit, shown) for every value in one printed line, in order.
+
+    `Kp = 5.97 tauI = 2.48` → ("Kp", "5.97", "", "Kp = 5.97"), ("tauI", "2.48", "", "tauI = 2.48");
+    `The interval for Well 2 is 0.200 +/- 0.018, with a range of 0.182, 0.218` → the label keeps `Well 2`, and
+    the range, a segment that goes on about the line's subject, is named and shown with it:
+    ("The interval for Well 2 … a range of", "0.182, 0.218", "", "The interval for Well 2 … with a range of …")."""
+    runs = value_runs(line)
+    found: list[tuple[str, str, str, str]] = []
+    label_from = 0
+    subject = ""  # the line's first label
+    for run in runs:
+        if _inside_label(line, run, label_from):
+            continue
+        text = line[label_from : run.start]
+        label = _clean_label(text)
+        value = line[run.start : run.end].strip()
+        start = run.start - len(text.lstrip(" ,;|")) if label else run.start
+        shown = line[max(start, label_from) : run.unit_end].strip(" ,;|")
+        if found and subject and _CONTINUES.match(text):
+            label, shown = f"{subject} … {label}", f"{subject} … {shown}"
+        found.append((label, value, run.unit, shown))
+        subject = subject or label
+        label_from = run.unit_end
+    return found
+
+
+# --- LaTeX (sympy results, handcalcs) -----------------------------------------------------------------------
+
+_LATEX_WRAPPERS = re.compile(r"\\(?:displaystyle|left|right|quad|qquad|textstyle|mathrm|textrm|text|mathit|"
+                             r"operatorname|boldsymbol|mathbf)\b\s*")
+
+
+def latex_text(latex: str) -> str:
+    """LaTeX as the text a reader sees: `\\frac{a}{b}` → `a/b`, `x_{11}` → `x_11`, spacing and `$` gone.
+    Rows of `aligned` blocks become lines; a row continued with `\\\\&=` stays one line."""
+    text = latex.strip().strip("$")
+    text = re.sub(r"\\\\\s*(?=&)", " ", text)  # a continued row (`\\&= 0.607`)
+    text = re.sub(r"\\\\(?:\[[^\]]*\])?", "\n", text)
+    text = re.sub(r"\\\[|\\\]|\\begin\{\w+\*?\}|\\end\{\w+\*?\}", " ", text)
+    text = _LATEX_WRAPPERS.sub("", text)
+    for _ in range(4):  # inside out: `k_{y_{y}}`, `\frac{ a }{ i_{y} }`
+        text = re.sub(r"_\{([^{}]*)\}", lambda m: "_" + m.group(1).strip(), text)
+        text = re.sub(r"\^\{([^{}]*)\}", lambda m: "^" + m.group(1).strip(), text)
+        text = re.sub(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", r"(\1)/(\2)", text)
+        text = re.sub(r"\\sqrt\s*\{([^{}]*)\}", r"sqrt(\1)", text)
+        text = re.sub(r"(?<![\\_^])\{([^{}]*)\}", r"\1", text)  # grouping braces (`\textrm{(m)}`)
+    text = re.sub(r"\\(?:cdot|times)", "·", text)
+    text = re.sub(r"\\[,;:! ]|~", " ", text)
+    text = text.replace("\\{", "{").replace("\\}", "}").replace("&", "")
+    text = re.sub(r"\\([A-Za-z]+)", r"\1", text)  # \lambda → lambda, \pi → pi
+    text = re.sub(r"\(\s*([\w.]+)\s*\)/\(\s*([\w.]+)\s*\)", r"\1/\2", text)
+    return "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
+
+
+def latex_row(row: str) -> tuple[str, str, str, str] | None:
+    """A handcalcs row `lambda_y = (1 · 3)/(0.115) = 25.981 (Schlankheitsgrad)`: the symbol, the last value."""
+    if "=" not in row:
+        return None
+    label = row.split("=", 1)[0].strip()
+    last = row.rsplit("=", 1)[1].strip()
+    runs = value_runs(last)
+    if not label or not runs or runs[0].start > 1:
+        return None
+    run = runs[0]
+    value = last[run.start : run.end]
+    unit = run.unit.strip("()[] ") if run.unit else ""
+    shown = f"{label} = {value}" + (f" {run.unit}" if run.unit else "")
+    if re.fullmatch(r"[A-Za-zÀ-ÿ]{6,}", unit):  # handcalcs puts a comment where a unit goes: `(Beiwert)`
+        label, unit = f"{label} ({unit})", ""
+    return label, value, unit, shown
+
+
+# --- structured reprs: dicts, Series, printed tables ----------------------------------------------------------
+
+
+def _split_top(text: str, sep: str = ",") -> list[str]:
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def call_entries(text: str) -> list[tuple[str, str, str]]:
+    """(name, value, shown) of the keyword arguments with numbers of a constructor repr
+    `KNeighborsClassifier(n_neighbors=13, weights='uniform')`."""
+    m = re.fullmatch(r"[A-Za-z_][\w.]*\((.*)\)", text.strip(), re.S)
+    if not m:
+        return []
+    out = []
+    for part in _split_top(m.group(1)):
+        key, sep, value = part.partition("=")
+        if sep and re.fullmatch(r"[A-Za-z_]\w*", key.strip()) and NUMBER.search(value):
+            out.append((key.strip(), value.strip(), part))
+    return out
+
+
+def dict_entries(text: str) -> list[tuple[str, str, str]]:
+    """(key, value, shown) of a one-level dict repr `{'rows': 6, A: 4}` whose values hold numbers."""
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")) or ":" not in body:
+        return []
+    out = []
+    for part in _split_top(body[1:-1]):
+        key, sep, value = part.partition(":")
+        if sep and key.strip() and NUMBER.search(value) and len(key) <= 60:
+            out.append((key.strip(), value.strip(), part))
+    return out
+
+
+_SERIES_LINE = re.compile(r"^(\S(?:.*?\S)?)\s{2,}(\S+)$")
+_SERIES_FOOTER = re.compile(r"^(?:Name: (?P<name>.*?), )?(?:Length: \d+, )?(?:dtype: \w+)$")
+
+
+def series_entries(lines: list[str]) -> tuple[list[tuple[str, str]], str] | None:
+    """A pandas Series repr (`Thursday    160131` lines, then `Name: x, dtype: int64`): its entries and name."""
+    if len(lines) < 2:
+        return None
+    footer = _SERIES_FOOTER.match(lines[-1].strip())
+    body = lines[:-1] if footer else lines
+    entries = []
+    for line in body:
+        m = _SERIES_LINE.match(line.strip())
+        if not m or to_number(m.group(2)) is None:
+            if line.strip() in ("...", "…") or not line.strip():
+                continue
+            return None
+        entries.append((m.group(1), m.group(2)))
+    if not entries or (not footer and len(entries) < 3):
+        return None
+    return entries, (footer.group("name") or "") if footer else ""
+
+
+def grid_values(header: list[str], rows: list[list[str]], depth: int) -> list[tuple[str, str, str]]:
+    """(label, value, shown) of a table's numeric cells: the row named by its index (or its text cells when
+    the index is a plain row number) and the column."""
+    out = []
+    for row in rows:
+        if all(c.strip() in ("...", "…", "") for c in row[depth:]):
+            continue
+        index = [c for c in row[:depth] if c.strip()]
+        texts = [c for c in row[depth:] if c.strip() and to_number(c) is None and len(c) <= 40]
+        if not index or all(to_number(c) is not None for c in index):
+            named = " ".join(texts[:2]) or " ".join(index)
+        else:
+            named = " ".join(index)
+        for j in range(depth, min(len(row), len(header))):
+            cell = row[j].strip()
+            if to_number(cell) is None or not header[j].strip():
+                continue
+            label = f"{named} · {header[j]}".strip(" ·")
+            out.append((label, cell, f"{label}: {cell}"))
+    return out
+
+
+def pipe_table(lines: list[str]) -> tuple[list[str], list[list[str]]] | None:
+    """A table printed with `|` between its columns: (header, rows). The body rows share one width; the last
+    header line of that width names the columns, and a header line of another width spans them (`% error`
+    over `m11 | m22`) and is added to each name."""
+    rows = [[c.strip() for c in line.strip().split("|")] for line in lines]
+    rows = [r[1:] if r and not r[0] and len(r) > 1 and lines[i].lstrip().startswith("|") else r
+            for i, r in enumerate(rows)]
+    rows = [r[:-1] if len(r) > 1 and not r[-1] and lines[i].rstrip().endswith("|") else r
+            for i, r in enumerate(rows)]
+    body = [r for r in rows if any(to_number(c) is not None for c in r[1:]) and not set("".join(r)) <= set("-:+ ")]
+    if len(body) < 2:
+        return None
+    width = len(body[0])
+    if width < 2 or any(len(r) != width for r in body):
+        return None
+    headers = [r for r in rows if r not in body and not any(to_number(c) is not None for c in r[1:])
+               and not set("".join(r)) <= set("-:+= ")]
+    named = [r for r in headers if len(r) == width]
+    if not named:
+        return None
+    spanning = " ".join(c for r in headers if len(r) != width for c in r if c and not set(c) <= set("-:+= "))
+    header = [f"{name} ({spanning})" if spanning and name and j else name for j, name in enumerate(named[-1])]
+    return header, body

@@ -1,0 +1,147 @@
+"""Value facts: every value a notebook shows, with the label, unit and code line that name it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from nbformat import v4
+
+from conftest import code, result, stream, write_nb
+from nbrecall.ingest.chunk import heading_paths, render_cells
+from nbrecall.notebook.analysis import analyse
+from nbrecall.notebook.facts import Fact, FactLimits, extract_facts
+from nbrecall.notebook.outputs import OutputLimits
+from nbrecall.notebook.printed import latex_text, line_facts
+from nbrecall.notebook.read import read_notebook
+
+
+def facts_of(tmp_path: Path, cells: list, limits: FactLimits | None = None, stale: bool = False) -> list[Fact]:
+    path = write_nb(tmp_path / "nb.ipynb", cells)
+    nb = read_notebook(path)
+    analysis = analyse(nb)
+    rendered = render_cells(nb, OutputLimits(), analysis.trees)
+    return extract_facts(nb, rendered, headings=heading_paths(nb), trees=analysis.trees, stale=stale, limits=limits)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("Kp = 5.97 tauI = 2.48 tauD = 0.621", [("Kp", "5.97"), ("tauI", "2.48"), ("tauD", "0.621")]),
+        ("Total ballast aft: 1,284.6 m3", [("Total ballast aft", "1,284.6")]),
+        # a number between words belongs to the label; a spread and a range are one value each
+        ("The interval for Well 2 is 0.200 +/- 0.018, with a range of 0.182, 0.218",
+         [("The interval for Well 2", "0.200 +/- 0.018"), ("The interval for Well 2 … a range of", "0.182, 0.218")]),
+        ("Sway added mass = 1.12+0.579j", [("Sway added mass", "1.12+0.579j")]),
+        ("Beta (U-235) = 0.006504", [("Beta (U-235)", "0.006504")]),
+        ("at time 4.02 minutes.", [("at time", "4.02")]),
+        ("no numbers here", []),
+    ],
+)
+def test_line_facts(line: str, expected: list[tuple[str, str]]) -> None:
+    assert [(label, value) for label, value, _unit, _shown in line_facts(line)] == expected
+
+
+def test_units_are_read_after_the_value_and_a_unit_holds_no_second_value() -> None:
+    found = line_facts("flow = 922210.2 foot ** 3 / hour")
+    assert [(v, u) for _l, v, u, _s in found] == [("922210.2", "foot ** 3 / hour")]
+    assert line_facts("Concentration has maximum 1.337 moles/liter")[0][2] == "moles/liter"
+
+
+def test_latex_rows_of_a_handcalcs_block() -> None:
+    latex = (r"\[\begin{aligned}\lambda_{y} &= \frac{ \beta \cdot L }{ i_{y} } = \frac{ 1 \cdot 3 }{ 0.115 } "
+             r"&= 25.981 \; \;\textrm{(Schlankheitsgrad)}\\[10pt]e_{0} &= 3.0 \cdot 0.0025 &= 0.0075 \; "
+             r"\;\textrm{(m)}\end{aligned}\]")
+    rows = latex_text(latex).splitlines()
+    assert rows[0].startswith("lambda_y = ") and rows[0].endswith("25.981 (Schlankheitsgrad)")
+    assert rows[1].endswith("= 0.0075 (m)")
+
+
+def test_printed_values_get_the_names_of_what_printed_them(tmp_path: Path) -> None:
+    facts = facts_of(tmp_path, [
+        v4.new_markdown_cell("# Tuning\n## Ziegler-Nichols\nThe tuning rules give the PID settings."),
+        code('print("Kp = {0:0.3g}".format(Kp))\nprint(rmse)', 1, [stream("Kp = 5.97\n41424.4\n")]),
+    ])
+    kp, rmse = facts
+    assert (kp.label, kp.value, kp.shown, kp.code) == ("Kp", "5.97", "Kp = 5.97", 'print("Kp = {0:0.3g}".format(Kp))')
+    assert (rmse.label, rmse.value, rmse.code) == ("rmse", "41424.4", "print(rmse)")
+    assert kp.heading == "Tuning › Ziegler-Nichols" and kp.sentence == "The tuning rules give the PID settings."
+    assert kp.cell == 1 and kp.cell_id and kp.number == 5.97
+
+
+def test_a_result_is_named_by_its_expression_and_a_dict_by_its_keys(tmp_path: Path) -> None:
+    facts = facts_of(tmp_path, [
+        code("vessel.R_tot", 1, [result("146.2086", 1)]),
+        code("env.configuration", 2, [result("{'columns': 7, 'rows': 6}", 2)]),
+    ])
+    shown = [(f.origin, f.label, f.value) for f in facts]
+    assert ("result", "vessel.R_tot", "146.2086") in shown
+    assert ("result", "env.configuration", "{'columns': 7, 'rows': 6}") in shown
+    assert ("entry", "'rows'", "6") in shown
+    assert next(f for f in facts if f.label == "vessel.R_tot").shown == "vessel.R_tot = 146.2086"
+
+
+def test_a_sympy_result_drawn_as_png_keeps_its_text(tmp_path: Path) -> None:
+    out = v4.new_output("execute_result", execution_count=1, data={
+        "image/png": "iVBORw0KGgo=", "text/latex": r"$\displaystyle \left\{ A : 4, \  B : -2\right\}$",
+        "text/plain": "{A: 4, B: -2}"})
+    facts = facts_of(tmp_path, [code("coeffs", 1, [out])])
+    assert [f.value for f in facts][:1] == ["{A: 4, B: -2}"]
+    assert ("B", "-2") in [(f.label, f.value) for f in facts]
+
+
+def test_table_cells_series_entries_and_printed_tables(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"volume_m3": [1284.6, 1501.4], "tank": ["T1", "T2"]},
+                         index=pd.Index(["aft", "mid"], name="zone"))
+    series = pd.Series([160131, 152000], index=["Thursday", "Monday"], name="Berri")
+    facts = facts_of(tmp_path, [
+        code("summary", 1, [result(frame.to_string(), 1, html=frame.to_html())]),
+        code("counts", 2, [result(series.to_string() + "\nName: Berri, dtype: int64", 2)]),
+        code("print(table)", 3, [stream(" N  |  m11 |  m22\n 16 | 1.88 | -2.73\n 64 | 0.87 | -0.22\n")]),
+    ])
+    labels = {(f.origin, f.label): f.value for f in facts}
+    assert labels[("table", "aft · volume_m3")] == "1284.6"
+    assert labels[("entry", "Thursday · Berri")] == "160131"
+    assert labels[("table", "64 · m11")] == "0.87"
+
+
+def test_the_last_of_a_repeated_label_is_final(tmp_path: Path) -> None:
+    lines = "".join(f"iteration {i}: flow = {1000 - i}.5\n" for i in range(5))
+    facts = facts_of(tmp_path, [code("for i in range(5):\n    print(...)", 1, [stream(lines)])])
+    flows = [f for f in facts if f.label.endswith("flow")]
+    assert [f.final for f in flows] == [False, False, False, False, True] and flows[-1].value == "996.5"
+
+
+def test_constants_the_code_sets_are_input_facts(tmp_path: Path) -> None:
+    facts = facts_of(tmp_path, [code("RHO_SW = 1.025  # sea water density [t/m3]\nL = 20*u.foot", 1)])
+    assert [(f.origin, f.label, f.value, f.unit) for f in facts] == [
+        ("input", "RHO_SW (sea water density [t/m3])", "1.025", ""), ("input", "L", "20", "foot")]
+    assert facts[0].shown == "RHO_SW = 1.025  # sea water density [t/m3]"
+
+
+def test_noise_and_object_reprs_are_not_values(tmp_path: Path) -> None:
+    facts = facts_of(tmp_path, [
+        code("df.dtypes", 1, [result("dtype('float64')", 1)]),
+        code("plt.plot(x)", 2, [result("[<matplotlib.lines.Line2D at 0x7f3>]", 2)]),
+        code("x", 3, [result("<__main__.Note at 0x7f00>", 3)]),
+    ])
+    assert facts == []
+
+
+def test_bounds_keep_a_cells_first_and_last_values_and_results_over_tables(tmp_path: Path) -> None:
+    lines = "".join(f"step {i}: loss {i}.25\n" for i in range(100))
+    frame = pd.DataFrame({f"c{j}": [float(j + i) for i in range(10)] for j in range(10)})
+    limits = FactLimits(per_cell=10, per_table=8, per_notebook=12)
+    facts = facts_of(tmp_path, [
+        code("summary", 1, [result(frame.to_string(), 1, html=frame.to_html())]),
+        code("train()", 2, [stream(lines)]),
+    ], limits=limits)
+    steps = [f.value for f in facts if f.origin == "line" and f.label.endswith("loss")]
+    assert len(facts) == 12 and steps[0] == "0.25" and steps[-1] == "99.25"  # the last line is the result
+    assert sum(f.origin == "table" for f in facts) == 2  # tables give way first
+
+
+def test_facts_of_stale_outputs_say_so(tmp_path: Path) -> None:
+    facts = facts_of(tmp_path, [code("x", 1, [result("3.5", 1)])], stale=True)
+    assert facts and all(f.stale for f in facts)
