@@ -60,6 +60,11 @@ _COPY_TYPES = [_PG_TYPES[c] for c in COLUMNS] + ["vector"]
 _COPY = f"COPY chunks ({', '.join(COLUMNS)}, vector) FROM STDIN (FORMAT BINARY)"
 
 
+def _as_array(vector: Any) -> np.ndarray:
+    """A `vector` column value as float32 (pgvector's adapter gives a `Vector`, or an array once registered)."""
+    return np.asarray(vector.to_numpy() if hasattr(vector, "to_numpy") else vector, dtype=np.float32)
+
+
 def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
     """`SearchFilters` as an SQL condition on `chunks` with named parameters (same meaning as `where()`)."""
     clauses: list[str] = []
@@ -277,7 +282,7 @@ class PgStore:
             f"SELECT chunk_id, cells, vector FROM chunks WHERE {where} AND vector IS NOT NULL LIMIT %(f_limit)s",
             {**params, "f_limit": int(limit)},
         )
-        return {cid: (np.asarray(vector, dtype=np.float32), list(cells or [])) for cid, cells, vector in rows}
+        return {cid: (_as_array(vector), list(cells or [])) for cid, cells, vector in rows}
 
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT chunk_id FROM chunks")]
