@@ -114,11 +114,11 @@ def test_first_run_indexes_and_quarantines(tmp_path: Path, hash_embedder: HashEm
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
     report, store, _settings = index_once(root, index, hash_embedder)
-    assert report.notebooks_indexed == 3
+    assert report.notebooks_indexed == 4  # three notebooks and a checkpoint copy (a version: ingest.families)
     assert report.quarantined == [("scratch/broken.ipynb", report.quarantined[0][1])]
     assert "truncated JSON" in report.quarantined[0][1]
     manifest = open_manifest(settings_for(index), readonly=True)
-    assert manifest.stats()["files"] == 4  # checkpoint folder skipped
+    assert manifest.stats()["files"] == 5  # the checkpoint copy is read too
     assert [q.rel for q in manifest.contents("quarantined")] == ["scratch/broken.ipynb"]
     consistent(index, store)
 
@@ -207,7 +207,7 @@ def test_identical_files_are_indexed_once_and_every_path_listed(
     (root / "copies").mkdir()
     (root / "copies/mooring copy.ipynb").write_bytes(src.read_bytes())
     report, store, _ = index_once(root, index, hash_embedder)
-    assert report.notebooks_indexed == 3
+    assert report.notebooks_indexed == 4  # the copy is not indexed again (the checkpoint copy is a 4th content)
     result_ = search(index, store, hash_embedder, "catenary pretension anchor lines")
     top = result_.notebooks[0]
     assert sorted(top.paths) == ["copies/mooring copy.ipynb", "projects/2018/18-007/mooring.ipynb"]
@@ -381,7 +381,7 @@ def test_changed_chunk_settings_rechunk_everything_and_reuse_vectors(tmp_path: P
     settings.chunk.max_output_chars = 1000  # a setting the chunks depend on
     store = open_store(settings, hash_embedder.dim)
     report = run_index([root], settings, hash_embedder, store)
-    assert report.notebooks_indexed == 3 and report.texts_embedded == 0 and report.embed_cache_hits > 0
+    assert report.notebooks_indexed == 4 and report.texts_embedded == 0 and report.embed_cache_hits > 0
     again = run_index([root], settings, hash_embedder, store)
     assert again.notebooks_indexed == 0
     consistent(index, store)
@@ -409,10 +409,10 @@ def test_deferred_vectors_keyword_search_first_then_the_queue_is_embedded(
     # keyword-searchable already, with a query vector too (fusion takes what exists)
     found = search(index, store, hash_embedder, "ballast distribution PSV")
     assert found.notebooks and found.notebooks[0].notebook.endswith("ballast.ipynb")
-    # recent notebooks first: 2018 before 2017 before 2016
+    # recent notebooks first: 2018 before 2017 before 2016 (the checkpoint copy at the root has no year: last)
     order = [item.sha256 for item in manifest.pending(1000)]
     years = {c.sha256: c.meta["year"] for c in manifest.contents("indexed")}
-    assert [years[s] for s in dict.fromkeys(order)] == [2018, 2017, 2016]
+    assert [years[s] for s in dict.fromkeys(order)] == [2018, 2017, 2016, None]
 
     second = run_index([root], settings, hash_embedder, store)
     assert second.notebooks_indexed == 0  # nothing re-chunked, only the queue embedded

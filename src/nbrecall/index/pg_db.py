@@ -53,6 +53,20 @@ MANIFEST_MIGRATIONS: list[str] = [
         sha256 text NOT NULL, seq integer NOT NULL, idx integer NOT NULL, data jsonb NOT NULL,
         PRIMARY KEY (sha256, seq));
     """,
+    # 3: notebook families (`ingest.families`, `ingest.family_store`): MinHash signatures, their LSH bands, each
+    # content's family, the settings they were made with
+    """
+    CREATE TABLE IF NOT EXISTS family_sigs (
+        sha256 text PRIMARY KEY, size integer NOT NULL, sig bytea NOT NULL, pending smallint NOT NULL DEFAULT 1,
+        banded smallint NOT NULL DEFAULT 0);
+    CREATE INDEX IF NOT EXISTS family_sigs_pending ON family_sigs (pending) WHERE pending = 1;
+    CREATE INDEX IF NOT EXISTS family_sigs_unbanded ON family_sigs (banded) WHERE banded = 0;
+    CREATE TABLE IF NOT EXISTS family_bands (
+        band integer NOT NULL, key bigint NOT NULL, sha256 text NOT NULL, PRIMARY KEY (band, key, sha256));
+    CREATE TABLE IF NOT EXISTS families (sha256 text PRIMARY KEY, family text NOT NULL);
+    CREATE INDEX IF NOT EXISTS families_family ON families (family);
+    CREATE TABLE IF NOT EXISTS family_state (name text PRIMARY KEY, value text NOT NULL);
+    """,
 ]
 
 

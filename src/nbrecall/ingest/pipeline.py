@@ -35,6 +35,7 @@ from nbrecall.index.store import ChunkRow, Store
 from nbrecall.ingest.chunk import CHUNKER_VERSION, Chunk, chunk_notebook, heading_paths, render_cells, text_hash
 from nbrecall.ingest.discover import discover
 from nbrecall.ingest.executor import Executor, InlineExecutor
+from nbrecall.ingest.families import FamilyReport, FamilyWriter
 from nbrecall.ingest.lock import IndexLocked, WriterLock
 from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Manifest, PendingVector
 from nbrecall.ingest.metadata import notebook_meta
@@ -72,6 +73,7 @@ class IndexReport:
     vectors_pending: int = 0  # chunks still waiting for a vector when the run ended (resumed by the next run)
     embedded_tokens: int = 0  # word pieces the model read (after its truncation): what embedding cost
     outside_links: list[tuple[str, str]] = field(default_factory=list)  # (rel, target) read through a link
+    families: FamilyReport | None = None  # the family step (`ingest.families`), when families are on
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, stage: str, seconds: float) -> None:
@@ -264,8 +266,9 @@ def run_index(
             run_id, interrupted = manifest.begin_run()
             if interrupted:  # before anything is appended: a stray batch of new notebooks would be stored twice
                 report.strays_removed = _sweep_strays(store, manifest)
+            families = FamilyWriter(manifest, settings.families) if settings.families.enabled else None
             _run(roots, settings, embedder, store, manifest, cache, report, progress, batch_notebooks,
-                 executor or InlineExecutor())
+                 executor or InlineExecutor(), families)
             if settings.embed.enabled and not defer_vectors and manifest.pending_count():
                 fill_vectors(embedder, store, manifest, cache, report, progress)
                 started = time.perf_counter()
@@ -309,6 +312,7 @@ def _run(
     progress: Progress | None,
     batch_notebooks: int,
     executor: Executor | None = None,
+    families: FamilyWriter | None = None,
 ) -> None:
     started = time.perf_counter()
     found = discover(roots, manifest.files(), settings.discover)
@@ -352,7 +356,8 @@ def _run(
             batch = items[start : start + batch_notebooks]
             files = [f for r in batch for f in paths_of.get(r.sha256, [])]
             built = list(itertools.islice(outcomes, len(batch)))
-            _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built)
+            _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built,
+                         families)
             lacking = report.chunks_written - written_at_refresh
             if indexed_rows is None:
                 indexed_rows = max(store.count() - lacking, 0)
@@ -386,13 +391,17 @@ def _run(
     if lost:  # a shared store: another indexer dropped a content this run took as known (its last file went)
         again = [r for r in found.changed if r.sha256 in lost]
         batch = list({r.sha256: r for r in again}.values())
-        _index_batch(batch, settings, embedder, store, manifest, cache, report, again, known - lost, executor)
+        _index_batch(batch, settings, embedder, store, manifest, cache, report, again, known - lost, executor,
+                     families=families)
     orphans = manifest.orphan_shas()
     if orphans:
         with manifest.transaction() as db:  # contents first: on a shared store, only those still orphaned
             orphans = manifest.delete_contents(db, orphans)
             store.delete_notebooks(orphans)
     report.notebooks_removed = len(orphans)
+    if families is not None:  # new and changed notebooks join a family, removed ones leave theirs
+        report.families = families.update()
+        report.add_time("families", report.families.seconds)
     if items or orphans:
         started = time.perf_counter()
         store.finish_run()
@@ -513,6 +522,7 @@ def _index_batch(
     known: set[str] | None = None,
     executor: Executor | None = None,
     built: list[BuildOutcome] | None = None,
+    families: FamilyWriter | None = None,
 ) -> None:
     """Index `batch` (one record per new content; `built`: its outcomes when the caller already mapped them).
     The store commit comes first; then one manifest transaction records the contents and points their `files`
@@ -527,6 +537,7 @@ def _index_batch(
     cell_records: list[CellRecord] = []
     all_rows: list[ChunkRow] = []
     pending: list[PendingVector] = []
+    signatures = []
     for file, outcome in zip(batch, built, strict=True):
         for stage, seconds in outcome.seconds.items():
             report.add_time(stage, seconds)
@@ -545,6 +556,8 @@ def _index_batch(
         cell_records.extend(cells)
         all_rows.extend(rows)
         report.notebooks_indexed += 1
+        if outcome.signature is not None:
+            signatures.append((record.sha256, outcome.signature))
     started = time.perf_counter()
     known = known if known is not None else manifest.content_shas()
     new = {r.sha256 for r in records} - known  # never stored (strays were swept at the start of the run)
@@ -557,5 +570,7 @@ def _index_batch(
         manifest.save_contents(db, records, cell_records)
         manifest.save_pending(db, pending)
         manifest.save_files(db, files or [])
+        if families is not None:
+            families.save(db, signatures)
     report.chunks_written += len(all_rows)
     report.add_time("write", time.perf_counter() - started)
