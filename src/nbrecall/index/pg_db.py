@@ -102,7 +102,16 @@ STOP_WORDS = _STOP_LIST.split()
 # chunk, bounds its BM25 score without reading its tsvector (`PgStore.keyword`). Existing rows are tokenized
 # again, with their document frequencies; the HNSW index is dropped first (every row gets a new version: building
 # it again, which `finish_run` does, is cheaper than inserting each into it).
-_TOKENIZER_STEP = r"""
+_RETOKENIZE = """\
+    DROP INDEX IF EXISTS chunks_vector;
+    UPDATE chunks SET text = text;
+    DELETE FROM term_stats;
+    INSERT INTO term_stats (lexeme, ndoc)
+        SELECT word, ndoc FROM ts_stat('SELECT tsv FROM chunks WHERE tsv IS NOT NULL');
+    UPDATE text_stats
+        SET n_docs = (SELECT count(*) FROM chunks), avg_len = (SELECT coalesce(avg(ntok), 0) FROM chunks);
+"""  # what a tokenizer step ends with: every row tokenized again, the text statistics counted again
+_TOKENIZER_STEP = (r"""
     DO $$
     DECLARE
         here oid := (SELECT oid FROM pg_namespace WHERE nspname = current_schema());
@@ -161,14 +170,7 @@ _TOKENIZER_STEP = r"""
         END IF;
         RETURN NEW;
     END $$;
-    DROP INDEX IF EXISTS chunks_vector;
-    UPDATE chunks SET text = text;
-    DELETE FROM term_stats;
-    INSERT INTO term_stats (lexeme, ndoc)
-        SELECT word, ndoc FROM ts_stat('SELECT tsv FROM chunks WHERE tsv IS NOT NULL');
-    UPDATE text_stats
-        SET n_docs = (SELECT count(*) FROM chunks), avg_len = (SELECT coalesce(avg(ntok), 0) FROM chunks);
-""".replace("@STOP@", "'{" + ",".join(STOP_WORDS) + "}'")
+""" + _RETOKENIZE).replace("@STOP@", "'{" + ",".join(STOP_WORDS) + "}'")
 
 
 # Migration 3: folding recomposes what it did not strip (NFC after NFKD minus the Latin combining marks), as
@@ -185,14 +187,7 @@ _RECOMPOSE_STEP = r"""
                 NFC)
         END;
     END;
-    DROP INDEX IF EXISTS chunks_vector;
-    UPDATE chunks SET text = text;
-    DELETE FROM term_stats;
-    INSERT INTO term_stats (lexeme, ndoc)
-        SELECT word, ndoc FROM ts_stat('SELECT tsv FROM chunks WHERE tsv IS NOT NULL');
-    UPDATE text_stats
-        SET n_docs = (SELECT count(*) FROM chunks), avg_len = (SELECT coalesce(avg(ntok), 0) FROM chunks);
-"""
+""" + _RETOKENIZE
 
 
 def store_migrations(dim: int) -> list[str]:

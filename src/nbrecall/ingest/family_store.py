@@ -37,6 +37,11 @@ CREATE TABLE IF NOT EXISTS family_state (name TEXT PRIMARY KEY, value TEXT NOT N
 """
 
 _PART = 500  # ids per IN (...) list
+# the queries both dialects share (SQLite and PostgreSQL read them alike)
+PENDING_SQL = "SELECT sha256 FROM family_sigs WHERE pending = 1 ORDER BY sha256"
+GONE_SQL = ("SELECT s.sha256 FROM family_sigs s WHERE NOT EXISTS (SELECT 1 FROM contents c "
+            "WHERE c.sha256 = s.sha256 AND c.status = 'indexed') UNION SELECT f.sha256 FROM families f "
+            "WHERE NOT EXISTS (SELECT 1 FROM family_sigs s WHERE s.sha256 = f.sha256)")
 
 
 def _parts(items: Iterable[str]) -> Iterable[list[str]]:
@@ -151,14 +156,11 @@ class SqliteFamilies:
         return int(self.db.execute("SELECT COUNT(*) FROM family_sigs").fetchone()[0])
 
     def pending(self) -> list[str]:
-        return [r[0] for r in self._all("SELECT sha256 FROM family_sigs WHERE pending = 1 ORDER BY sha256")]
+        return [r[0] for r in self._all(PENDING_SQL)]
 
     def gone(self) -> list[str]:
         """Contents with a signature or a family that are no longer indexed (deleted, changed, quarantined)."""
-        return sorted({r[0] for r in self._all(
-            "SELECT s.sha256 FROM family_sigs s WHERE NOT EXISTS (SELECT 1 FROM contents c "
-            "WHERE c.sha256 = s.sha256 AND c.status = 'indexed') UNION SELECT f.sha256 FROM families f "
-            "WHERE NOT EXISTS (SELECT 1 FROM family_sigs s WHERE s.sha256 = f.sha256)")})
+        return sorted({r[0] for r in self._all(GONE_SQL)})
 
     def signatures(self, shas: Iterable[str]) -> dict[str, Signature]:
         return {r[0]: Signature(int(r[1]), bytes(r[2])) for r in self._in(
@@ -307,13 +309,10 @@ class PgFamilies:
         return int(self.pg.execute("SELECT count(*) FROM family_sigs").fetchone()[0])
 
     def pending(self) -> list[str]:
-        return [r[0] for r in self._all("SELECT sha256 FROM family_sigs WHERE pending = 1 ORDER BY sha256")]
+        return [r[0] for r in self._all(PENDING_SQL)]
 
     def gone(self) -> list[str]:
-        return sorted({r[0] for r in self._all(
-            "SELECT s.sha256 FROM family_sigs s WHERE NOT EXISTS (SELECT 1 FROM contents c "
-            "WHERE c.sha256 = s.sha256 AND c.status = 'indexed') UNION SELECT f.sha256 FROM families f "
-            "WHERE NOT EXISTS (SELECT 1 FROM family_sigs s WHERE s.sha256 = f.sha256)")})
+        return sorted({r[0] for r in self._all(GONE_SQL)})
 
     def signatures(self, shas: Iterable[str]) -> dict[str, Signature]:
         out: dict[str, Signature] = {}
