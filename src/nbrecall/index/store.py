@@ -26,6 +26,9 @@ from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
 from nbrecall.index.heap import bound_arenas, release_free_memory
 from nbrecall.index.terms import keyword_query, keyword_text
 
+FACT_KIND = "fact"  # one value a notebook shows (`notebook.facts.Fact`): searched apart from the content
+CONTENT_KINDS = ("text", "code", "table", "scalar", "error", "figure")  # every other kind `ingest.chunk` makes
+
 
 @dataclass
 class ChunkRow:
@@ -35,7 +38,7 @@ class ChunkRow:
     nb_sha: str
     notebook: str
     root: str
-    kind: str
+    kind: str  # one of CONTENT_KINDS, or FACT_KIND
     cells: list[int]
     cell_ids: list[str]
     anchor: int

@@ -10,7 +10,7 @@ import numpy as np
 
 from nbrecall.config import FamilySettings, RetrieveSettings
 from nbrecall.index.fusion import FusionSettings, StoreHit
-from nbrecall.index.store import SearchFilters, Store
+from nbrecall.index.store import CONTENT_KINDS, FACT_KIND, SearchFilters, Store
 from nbrecall.ingest.manifest import CellRecord, Manifest
 from nbrecall.notebook.facts import Fact
 from nbrecall.search.families import FamilyEntry, arrange, entry_path, lacking, versions
@@ -299,10 +299,6 @@ def neighbourhood(cells: list[CellRecord], anchor: int, after: int = 2) -> list[
     picked.extend(by_index[i] for i in range(anchor, anchor + after + 1) if i in by_index)
     seen: set[int] = set()
     return [c for c in picked if not (c.idx in seen or seen.add(c.idx))]  # type: ignore[func-returns-value]
-
-
-CONTENT_KINDS = ("text", "code", "table", "scalar", "error", "figure")  # every chunk kind but `fact`
-FACT_KIND = "fact"
 
 
 def _search_apart(
