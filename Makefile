@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := build/demo
 
-.PHONY: venv system-deps pyodide-runner test lint typecheck demo clean
+.PHONY: venv system-deps pyodide-runner test test-fast lint typecheck demo clean
 
 $(BIN)/nbrecall: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +37,14 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# The whole suite; a test whose tool (chromium, bubblewrap, PostgreSQL, ray, ...) is missing fails instead of
+# skipping, so CI (`.ci/run`) cannot pass on a machine that silently ran less.
 test: venv system-deps pyodide-runner lint
-	$(BIN)/pytest
+	NBRECALL_REQUIRE_TOOLS=1 $(BIN)/pytest
+
+# The edit loop: everything but the slow tests and those needing PostgreSQL, the sandbox, a browser or Ray.
+test-fast: venv
+	$(BIN)/pytest -m "not (slow or postgres or sandbox or browser or ray)"
 
 demo: venv
 	$(BIN)/nbrecall convert samples/archive -o $(DEMO)/converted

@@ -113,7 +113,7 @@ def test_a_root_that_is_itself_a_link_is_read(share: tuple[Path, Path], tmp_path
         manifest.close()
 
 
-@pytest.fixture(params=["lance", "postgres"])
+@pytest.fixture(params=["lance", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     settings = Settings(index_dir=tmp_path / "idx-backend")
     if request.param == "postgres":

@@ -17,7 +17,7 @@ import pytest
 from nbformat import v4
 from typer.testing import CliRunner
 
-from conftest import HashEmbedder, code, result, stream, write_nb
+from conftest import HashEmbedder, code, import_or_missing, result, stream, tool_missing, write_nb
 from executor_tasks import Flaky, fail_on_three, square
 from nbrecall.config import Settings
 from nbrecall.executor import (
@@ -138,7 +138,7 @@ def test_cli_says_what_is_wrong_with_the_executor(tmp_path: Path, monkeypatch: p
     runner = CliRunner()
     bad = runner.invoke(app, ["index", str(root), "--index", str(tmp_path / "idx"), "--executor", "dask"])
     assert bad.exit_code == 2 and "executor error" in bad.output and "expected one of" in bad.output, bad.output
-    pytest.importorskip("ray")
+    import_or_missing("ray", "ray is not installed (the dev extra)")
     gone = runner.invoke(app, ["index", str(root), "--index", str(tmp_path / "idx"), "--executor", "127.0.0.1:1"])
     assert gone.exit_code == 2 and "cannot connect to the Ray cluster at 127.0.0.1:1" in gone.output, gone.output
     done = runner.invoke(app, ["index", str(root), "--index", str(tmp_path / "idx"), "--executor", "local"])
@@ -230,6 +230,7 @@ def index_with(root: Path, index: Path, embedder: Any, executor: Executor | None
                      batch_notebooks=4)
 
 
+@pytest.mark.slow
 def test_indexing_through_a_process_pool_gives_the_local_result(tmp_path: Path) -> None:
     root = tmp_path / "share"
     make_corpus(root)
@@ -252,6 +253,7 @@ class LockedHashEmbedder(HashEmbedder):
         self._lock = threading.Lock()
 
 
+@pytest.mark.slow
 def test_a_worker_whose_embedder_differs_stops_the_run(tmp_path: Path) -> None:
     root = tmp_path / "share"
     make_corpus(root)
@@ -269,7 +271,7 @@ OBJECT_STORE = 80 * 1024 * 1024
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[Any]:
     """A head (no CPUs) and two worker nodes of one CPU each, on this machine, all on the loopback address."""
-    ray = pytest.importorskip("ray")
+    ray = import_or_missing("ray", "ray is not installed (the dev extra)")
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
 
@@ -364,7 +366,7 @@ def test_ray_renders_in_the_sandbox_on_the_workers(ray_cluster: Any, tmp_path: P
     from nbrecall.render.sandbox import sandbox_problem
 
     if sandbox_problem():
-        pytest.skip(f"no sandbox here: {sandbox_problem()}")
+        tool_missing(f"no sandbox here: {sandbox_problem()}")
     root = tmp_path / "share"
     write_nb(root / "ok.ipynb", [code("print(6 * 7)", 1, [stream("42\n")])])
     write_nb(root / "drift.ipynb", [code("print(6 * 8)", 1, [stream("42\n")])])

@@ -289,6 +289,7 @@ def second_indexer_refused(root: Path, index: Path, writer: subprocess.Popen[str
     return str(refused.value)
 
 
+@pytest.mark.slow
 def test_searches_during_an_index_run_see_each_notebook_at_one_version(tmp_path: Path) -> None:
     root, index, n = tmp_path / "share", tmp_path / "idx", 20
     refusals: list[tuple[int, str]] = []

@@ -36,6 +36,8 @@ from nbrecall.notebook.files import printable_path
 from nbrecall.notebook.model import Notebook
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook, read_notebook_bytes
 
+pytestmark = pytest.mark.slow  # a hostile corpus of hundreds of files, indexed and converted
+
 
 def fuzz(examples: int) -> settings:
     """Bounded and repeatable: a fixed number of derandomized examples, no deadline, no example database."""

@@ -116,6 +116,7 @@ def test_read_only_index_folder(tmp_path: Path, tmpfs: Path, hash_cli: CliRunner
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.slow
 def test_disk_full_keeps_the_previous_index_and_the_run_resumes(tmp_path: Path, tmpfs: Path) -> None:
     root, idx = tmp_path / "share", tmpfs / "idx"
     make_corpus(root, 10)

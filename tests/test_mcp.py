@@ -22,6 +22,8 @@ from nbrecall.index.store import LanceStore
 from nbrecall.ingest.pipeline import run_index
 from test_answer import BALLAST, GLOSSARY, make_notebooks
 
+pytestmark = pytest.mark.slow  # a real-model index and a stdio MCP server
+
 
 @pytest.fixture(scope="module")
 def real_index(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Path:

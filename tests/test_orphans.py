@@ -10,6 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from nbformat import v4
 
 from conftest import HashEmbedder, code, result, write_nb
@@ -99,6 +100,7 @@ INDEX_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_killed_indexer_leaves_no_worker_and_the_next_run_resumes(tmp_path: Path) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     for i in range(30):

@@ -204,8 +204,9 @@ def test_cli_search_text_and_status_show_the_render(tmp_path: Path, monkeypatch:
         ["search", "--json", "aft ballast total", "--index", str(settings.index_dir)],
     )
     results = json.loads(as_json.stdout)["results"]
-    assert set(results[0]) == {"notebook", "root", "cell", "cells", "cell_id", "kind", "score", "heading",
-                               "snippet", "year", "project", "author", "stale", "deprecated"}  # contract unchanged
+    assert set(results[0]) - {"fact"} == {  # the contract (a fact hit adds `fact`)
+        "notebook", "root", "cell", "cells", "cell_id", "kind", "score", "heading", "snippet", "year", "project",
+        "author", "stale", "deprecated", "family", "versions", "version_of", "checkpoint_of"}
     assert {r["notebook"] for r in results if r["stale"]} == {"a/tanks.ipynb"}
 
     status = runner.invoke(

@@ -9,12 +9,10 @@ from pathlib import Path
 import pytest
 
 from live_support import GateEmbedder, live_app, live_settings, notebook
-from test_web_browser import CHROMIUM, browser, page, shot, sync_api  # noqa: F401 (fixtures)
+from test_web_browser import browser, page, shot, sync_api  # noqa: F401 (fixtures)
 from test_web_support import live_server
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="/usr/bin/chromium is absent: install Debian's `chromium` package to run these"
-)
+pytestmark = pytest.mark.browser  # conftest checks chromium and playwright
 
 
 def _search(tab, base: str, words: str) -> list[str]:  # type: ignore[no-untyped-def]

@@ -12,7 +12,9 @@ from collections.abc import Iterator
 import hypothesis
 import pytest
 
-schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed (the dev extra)")
+from conftest import import_or_missing
+
+schemathesis = import_or_missing("schemathesis", "schemathesis is not installed (the dev extra)")
 from schemathesis.checks import (  # noqa: E402
     content_type_conformance,
     not_a_server_error,

@@ -307,6 +307,9 @@ TagOpt = Annotated[str | None, typer.Option("--tag", help="Only notebooks with t
 DeprecatedOpt = Annotated[
     bool, typer.Option("--include-deprecated", help="Also search deprecated notebooks.")
 ]
+VersionsOpt = Annotated[
+    bool, typer.Option("--all-versions", help="Every version of a notebook family as a result of its own.")
+]
 
 
 @app.command()
@@ -429,10 +432,11 @@ def search(
     author: AuthorOpt = None,
     tag: TagOpt = None,
     include_deprecated: DeprecatedOpt = False,
+    all_versions: VersionsOpt = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Find the cells that answer a question; results grouped by notebook.
+    """Find the cells that answer a question; results grouped by notebook, one per family of versions.
 
     Answered by a running `nbrecall serve` of the same index and settings when there is one (no start-up; set
     NBRECALL_SERVER=off to open the index here instead)."""
@@ -442,7 +446,7 @@ def search(
     settings = _settings(config, index_dir, store)
     queries = [line.strip() for line in sys.stdin if line.strip()] if query == "-" else [query]
     options = {"year": year, "project": project, "author": author, "tag": tag,
-               "include_deprecated": include_deprecated}
+               "include_deprecated": include_deprecated, "all_versions": all_versions}
     queries = _search_through_server(settings, queries, k, as_json, options)
     if not queries:
         return
@@ -450,7 +454,7 @@ def search(
     filters = _filters(year, project, author, tag, include_deprecated)
     for text in queries:
         with _index_faults(settings, "searching"):
-            result = archive.search(text, filters)
+            result = archive.search(text, filters, all_versions=all_versions)
         hits = result.hits(k)
         if as_json:
             sys.stdout.write(
@@ -524,9 +528,11 @@ def _print_hits(text: str, result, k: int, manifest=None) -> None:  # type: igno
         groups.append({
             "path": nb.notebook, "year": first.year, "project": first.project, "author": first.author,
             "deprecated": first.deprecated, "stale": first.stale, "render_status": render["render_status"],
-            "warning": render["warning"],
+            "warning": render["warning"], "checkpoint_of": nb.checkpoint_of, "n_versions": nb.n_versions,
+            "versions": nb.versions,
             "hits": [{"cell": h.cell, "kind": h.kind, "cell_id": h.cell_id, "heading": h.heading,
-                      "snippet": h.snippet} for h in nb.hits],
+                      "snippet": h.snippet, "notebook": h.notebook, "version_of": h.version_of,
+                      "checkpoint_of": h.checkpoint_of} for h in nb.hits],
         })
     _print_groups(text, groups, k)
 
@@ -539,7 +545,7 @@ def _print_groups(text: str, groups: list[dict[str, Any]], k: int) -> None:
     out = _console()
     terms: set[str] = set()
     if out.is_terminal:  # highlighting is styling, which rich leaves out of a pipe: skip the search stack there
-        from nbrecall.search.retrieve import query_terms
+        from nbrecall.search.terms import query_terms
 
         terms = query_terms(text)
     shown = 0
@@ -555,6 +561,8 @@ def _print_groups(text: str, groups: list[dict[str, Any]], k: int) -> None:
         elif nb["stale"]:
             flags += " [red]stale[/red]"
         out.print(f"\n[b cyan]{escape(nb['path'])}[/b cyan]  [dim]{escape(meta)}[/dim]{flags}")
+        if nb.get("checkpoint_of"):
+            out.print(f"  [yellow]in an older checkpoint of {escape(nb['checkpoint_of'])}[/yellow]")
         if nb["warning"]:
             out.print(f"  [red]⚠ {escape(nb['warning'])}[/red]")
         for hit in nb["hits"]:
@@ -564,12 +572,39 @@ def _print_groups(text: str, groups: list[dict[str, Any]], k: int) -> None:
             snippet = escape(hit["snippet"])
             for term in sorted(terms, key=len, reverse=True):
                 snippet = _highlight(snippet, term)
+            where = ""
+            if hit.get("version_of"):
+                where = (f" [yellow]in an older checkpoint of {escape(hit['checkpoint_of'])}[/yellow]"
+                         if hit.get("checkpoint_of")
+                         else f" [yellow]in another version: {escape(hit['notebook'])}[/yellow]")
             out.print(
-                f"  [magenta]Cell {hit['cell']}[/magenta] [dim]{hit['kind']} · #cell-id={escape(hit['cell_id'])} · "
-                f"{escape(hit['heading'])}[/dim]\n    {snippet}"
+                f"  [magenta]Cell {hit['cell']}[/magenta]{where} [dim]{hit['kind']} · "
+                f"#cell-id={escape(hit['cell_id'])} · {escape(hit['heading'])}[/dim]\n    {snippet}"
             )
+        n_versions, listed = nb.get("n_versions") or 0, nb.get("versions") or []
+        if n_versions:
+            out.print(f"  [dim]{n_versions} other version{'s' if n_versions > 1 else ''}:[/dim]")
+            for version in listed:
+                out.print(f"    [dim]{escape(_version_line(version))}[/dim]")
+            if n_versions > len(listed):
+                out.print(f"    [dim]… and {n_versions - len(listed)} more[/dim]")
     if not groups:
         out.print("no results")
+
+
+def _version_line(version: dict) -> str:  # type: ignore[type-arg]
+    """One other version of a family as the CLI lists it: path · year · author · modified, and its flags."""
+    parts = [str(version["notebook"])]
+    parts += [str(version[key]) for key in ("year", "author") if version.get(key)]
+    if version.get("modified"):
+        parts.append(f"modified {version['modified']}")
+    if version.get("checkpoint_of"):
+        parts.append(f"checkpoint of {version['checkpoint_of']}")
+    if version.get("deprecated"):
+        parts.append("deprecated")
+    if version.get("matched"):
+        parts.append("matches too")
+    return " · ".join(parts)
 
 
 def _highlight(text: str, term: str) -> str:
@@ -606,6 +641,13 @@ def status(
         manifest = open_manifest(settings, readonly=True)
         stats = manifest.stats()
     share = stats["embedded"] / stats["chunks"] if stats["chunks"] else 1.0
+    from nbrecall.index.family_store import family_store
+
+    families = family_store(manifest)
+    family_counts: tuple[int, int] | None = None
+    if families is not None:
+        with _index_faults(settings, "reading"):
+            family_counts = families.counts()
     if as_json:
         with _index_faults(settings, "reading"):
             quarantine = [
@@ -616,6 +658,8 @@ def status(
             renders = manifest.render_counts()
             last = manifest.last_run()
         counts = {key.replace(" ", "_"): value for key, value in stats.items()}
+        if family_counts is not None:
+            counts["families"], counts["notebooks_in_families"] = family_counts
         links = [{"path": str(rel), "target": str(target)} for rel, target in last.get("outside_links") or []]
         document = {"index": describe(settings), "counts": counts,
                     "embedding_progress": round(share, 4), "renders": renders, "quarantined": quarantine,
@@ -629,6 +673,9 @@ def status(
     for key, value in stats.items():
         table.add_row(key, f"{value:,}")
     table.add_row("embedding progress", f"{share:.0%}")
+    if family_counts is not None:
+        table.add_row("notebook families (2+ versions)", f"{family_counts[0]:,}")
+        table.add_row("  notebooks in them", f"{family_counts[1]:,}")
     out.print(table)
     renders = manifest.render_counts()
     if renders:
@@ -674,6 +721,7 @@ def eval_command(
         bool, typer.Option("--baselines", help="Also run the naive-loader baselines.")
     ] = False,
     show_misses: Annotated[bool, typer.Option("--misses", help="List the queries that missed.")] = False,
+    all_versions: VersionsOpt = False,
     answers: Annotated[
         bool, typer.Option("--answers", help="Measure the extractive answers instead (value@1, value@3, cell@1, "
                            "and the share of value questions whose value is in the LLM context).")
@@ -681,10 +729,11 @@ def eval_command(
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Measure retrieval on a query set: nb@1, nb@3, nb@5, MRR and cell@10c, overall and per kind; with
-    --answers, the answers: the expected value first (value@1) or among three (value@3), a right first cell."""
+    """Measure retrieval on a query set: nb@1, nb@3, nb@5, MRR and cell@10c, overall and per kind, and the
+    distinct notebook families among the first five results; with --answers, the answers: the expected value
+    first (value@1) or among three (value@3), a right first cell."""
     from nbrecall.backends import index_exists
-    from nbrecall.search.evaluate import evaluate, load_queries
+    from nbrecall.search.evaluate import evaluate, load_queries, resolve_copies
 
     settings = _settings(config, index_dir, store)
     with _index_faults(settings, "opening"):
@@ -697,9 +746,10 @@ def eval_command(
     if answers:
         _eval_answers(archive, settings, items, root, show_misses)
         return
+    resolve_copies(items, root)
 
     def run(text: str) -> list[dict]:  # type: ignore[type-arg]
-        return [h.contract() for h in archive.search(text).hits(30)]
+        return [h.contract() for h in archive.search(text, all_versions=all_versions).hits(30)]
 
     tables = {"nbrecall": evaluate(items, run)}
     if baselines:
@@ -711,13 +761,13 @@ def eval_command(
             for mode in ("bm25", "dense"):
                 tables[f"{name} {mode}"] = evaluate(items, baseline_search(baseline, archive.embedder, mode))
     out = _console()
-    columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c"]
-    overall = Table(title=f"{len(items)} queries over {root}")
+    columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c", "cell@10c+", "fam@5"]
+    overall = Table(title=f"{len(items)} queries over {root}" + (" (all versions)" if all_versions else ""))
     overall.add_column("system")
     for column in columns:
         overall.add_column(column, justify="right")
     for name, (table, _outcomes) in tables.items():
-        overall.add_row(name, *(f"{table['all'][c]:.3f}" for c in columns))
+        overall.add_row(name, *(f"{table['all'].get(c, float('nan')):.3f}" for c in columns))
     out.print(overall)
     table, outcomes = tables["nbrecall"]
     kinds = Table(title="nbrecall per kind")
@@ -726,7 +776,7 @@ def eval_command(
     for column in columns:
         kinds.add_column(column, justify="right")
     for kind, values in table.items():
-        kinds.add_row(kind, str(int(values["n"])), *(f"{values[c]:.3f}" for c in columns))
+        kinds.add_row(kind, str(int(values["n"])), *(f"{values.get(c, float('nan')):.3f}" for c in columns))
     out.print(kinds)
     if show_misses:
         for outcome in outcomes:

@@ -30,8 +30,11 @@ class DiscoverSettings:
     """Which files under the roots count as notebooks."""
 
     skip_hidden: bool = True
-    exclude: list[str] = field(default_factory=lambda: [".ipynb_checkpoints"])
+    exclude: list[str] = field(default_factory=list)  # folder names never entered
     follow_symlinks: bool = False
+    # "versions": `.ipynb_checkpoints` copies are indexed as versions of their notebook (hidden from results, their
+    # own content findable, labelled "in an older checkpoint of ..."); "skip": never read (as before)
+    checkpoints: str = "versions"
 
 
 @dataclass
@@ -85,6 +88,24 @@ class RetrieveSettings:
     intent_boost: float = 0.15  # favour chunk kinds the query asks for ("plot of" → figure, "how many" → scalar)
     kind_slot: int = 1  # a notebook's best chunk of the asked-for kind is shown at this position at the latest; -1: off
     hit_floor: float = 0.6  # a notebook's chunks scoring under this share of its best one are not listed
+
+
+@dataclass
+class FamilySettings:
+    """Notebook families (`nbrecall.ingest.families`): copies and versions of one notebook shown as one result.
+
+    Two notebooks are versions when most lines of the smaller one (sources and outputs) are in the larger one
+    (`threshold`) and they share at least `min_jaccard` of their lines together (so a short notebook is not a
+    version of a long one that quotes it). Measured on the development corpora: see bench/README.md."""
+
+    enabled: bool = True
+    threshold: float = 0.7  # estimated share of the smaller notebook's distinct lines found in the larger one
+    min_jaccard: float = 0.3  # estimated Jaccard similarity of the two sets of lines; the LSH is tuned to it
+    min_shared: int = 10  # and at least this many lines in common (a header and a licence make no version)
+    num_perm: int = 128  # MinHash permutations (the estimate's standard error is about 0.5/sqrt(num_perm))
+    tie_margin: float = 0.0  # members scoring within this share of the best tie: the recent, healthy one wins
+    max_listed: int = 20  # other versions listed with a result
+    version_hits: int = 2  # cells of other versions that the shown one lacks, listed under it (0: none)
 
 
 @dataclass
@@ -188,6 +209,7 @@ class Settings:
     chunk: ChunkSettings = field(default_factory=ChunkSettings)
     embed: EmbedConfig = field(default_factory=EmbedConfig)
     retrieve: RetrieveSettings = field(default_factory=RetrieveSettings)
+    families: FamilySettings = field(default_factory=FamilySettings)
     answer: AnswerSettings = field(default_factory=AnswerSettings)
     render: RenderSettings = field(default_factory=RenderSettings)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)

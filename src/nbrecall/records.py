@@ -16,6 +16,9 @@ import numpy as np
 
 from nbrecall.notebook.facts import Fact
 
+FACT_KIND = "fact"  # one value a notebook shows (`notebook.facts.Fact`): searched apart from the content
+CONTENT_KINDS = ("text", "code", "table", "scalar", "error", "figure")  # every other kind `ingest.chunk` makes
+
 
 @dataclass
 class ChunkRow:
@@ -25,7 +28,7 @@ class ChunkRow:
     nb_sha: str
     notebook: str
     root: str
-    kind: str
+    kind: str  # one of CONTENT_KINDS, or FACT_KIND
     cells: list[int]
     cell_ids: list[str]
     anchor: int
@@ -191,6 +194,10 @@ class Hit:
     author: str = ""
     stale: bool = False
     deprecated: bool = False
+    family: str = ""  # the notebook family's id (`ingest.families`); "" without families
+    versions: list[dict[str, Any]] = field(default_factory=list)  # the family's other members (`search.families`)
+    checkpoint_of: str | None = None  # a hit from a checkpoint copy: the notebook it is an older checkpoint of
+    version_of: str | None = None  # a hit from another version of the result's notebook (content it lacks)
     fact: dict[str, Any] | None = None  # a `fact` hit: value, label, unit, code (`notebook.facts.Fact`)
     chunk_seq: int | None = internal(None)
 
@@ -209,3 +216,14 @@ class Hit:
 
 # The fields of the JSON contract, in order (what `Hit.contract()` writes and the API's `Hit` model declares).
 HIT_CONTRACT = tuple(f.name for f in fields(Hit) if f.metadata.get("contract", True))
+
+
+@dataclass
+class Signature:
+    """A content's MinHash signature and the number of distinct lines it was made of."""
+
+    size: int
+    hashes: bytes  # `num_perm` uint32 values
+
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self.hashes, dtype=np.uint32)

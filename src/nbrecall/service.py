@@ -85,8 +85,9 @@ class Archive:
         return self._last_vector[1]
 
     def search(
-        self, query: str, filters: SearchFilters | None = None, max_notebooks: int = 10
+        self, query: str, filters: SearchFilters | None = None, max_notebooks: int = 10, all_versions: bool = False
     ) -> SearchResult:
+        """One result per notebook family (`[families]`), or every version with `all_versions`."""
         vector = self.query_vector(query)
         return retrieve(
             query,
@@ -96,6 +97,8 @@ class Archive:
             self.settings.retrieve,
             filters,
             max_notebooks=max_notebooks,
+            families=self.settings.families if self.settings.families.enabled else None,
+            all_versions=all_versions,
         )
 
     def notebook_file(self, sha: str) -> Path | None:

@@ -167,13 +167,13 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     if q.kind == "where":
         return place_answer(q, result, archive)
     if q.kind == "term":
-        found = term_answer(q, result, archive)
-        return found if found is not None else place_answer(
+        term = term_answer(q, result, archive)
+        return term if term is not None else place_answer(
             q, result, archive, "no defining sentence found; the closest cell is shown")
     if ranked is None:
         ranked = rank_values(q, result, archive, filters, weights)
     if q.subject and not any(t in found for t in q.subject) and ranked and \
-            pick_values(ranked)[0].signals.get("similarity", 0.0) < ABSENT_SUBJECT_SIMILARITY:
+            ranked[0].signals.get("similarity", 0.0) < ABSENT_SUBJECT_SIMILARITY:  # the value that would be given
         return place_answer(q, result, archive, f"no notebook found mentions “{' '.join(q.subject)}” and no "
                             "printed value is close in meaning: no value is given; the closest cell is shown")
     value = value_answer(q, result, archive, filters, weights, ranked)

@@ -52,12 +52,28 @@ MANIFEST_MIGRATIONS: list[str] = [
         sha256 text NOT NULL, seq integer NOT NULL, idx integer NOT NULL, data jsonb NOT NULL,
         PRIMARY KEY (sha256, seq));
     """,
+    # 3: notebook families (`ingest.families`, `index.family_store`): MinHash signatures, their LSH bands, each
+    # content's family, the settings they were made with
+    """
+    CREATE TABLE IF NOT EXISTS family_sigs (
+        sha256 text PRIMARY KEY, size integer NOT NULL, sig bytea NOT NULL, pending smallint NOT NULL DEFAULT 1,
+        banded smallint NOT NULL DEFAULT 0);
+    CREATE INDEX IF NOT EXISTS family_sigs_pending ON family_sigs (pending) WHERE pending = 1;
+    CREATE INDEX IF NOT EXISTS family_sigs_unbanded ON family_sigs (banded) WHERE banded = 0;
+    CREATE TABLE IF NOT EXISTS family_bands (
+        band integer NOT NULL, key bigint NOT NULL, sha256 text NOT NULL, PRIMARY KEY (band, key, sha256));
+    CREATE TABLE IF NOT EXISTS families (sha256 text PRIMARY KEY, family text NOT NULL);
+    CREATE INDEX IF NOT EXISTS families_family ON families (family);
+    CREATE TABLE IF NOT EXISTS family_state (name text PRIMARY KEY, value text NOT NULL);
+    """,
 ]
 
 
 # The English stop words of LanceDB's keyword index: NLTK's list (PostgreSQL's english.stop and then the pieces of
 # contractions, "y", "ll", "won", "doesn", ...; forms with an apostrophe left out, no token has one). Found word by
 # word against lancedb 0.40: the 127 of english.stop alone left "y" and "ll" counted, 4-8% of some chunks' length.
+# A mirror of `search.terms.STOP_WORDS`, spelled out here because it is part of migration 2's SQL text (changing
+# it would change the migration); tests/test_keyword_terms.py checks the two lists hold the same words.
 _STOP_LIST = (
     "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers "
     "herself it its itself they them their theirs themselves what which who whom this that these those am is are "
@@ -85,7 +101,16 @@ STOP_WORDS = _STOP_LIST.split()
 # chunk, bounds its BM25 score without reading its tsvector (`PgStore.keyword`). Existing rows are tokenized
 # again, with their document frequencies; the HNSW index is dropped first (every row gets a new version: building
 # it again, which `finish_run` does, is cheaper than inserting each into it).
-_TOKENIZER_STEP = r"""
+_RETOKENIZE = """\
+    DROP INDEX IF EXISTS chunks_vector;
+    UPDATE chunks SET text = text;
+    DELETE FROM term_stats;
+    INSERT INTO term_stats (lexeme, ndoc)
+        SELECT word, ndoc FROM ts_stat('SELECT tsv FROM chunks WHERE tsv IS NOT NULL');
+    UPDATE text_stats
+        SET n_docs = (SELECT count(*) FROM chunks), avg_len = (SELECT coalesce(avg(ntok), 0) FROM chunks);
+"""  # what a tokenizer step ends with: every row tokenized again, the text statistics counted again
+_TOKENIZER_STEP = (r"""
     DO $$
     DECLARE
         here oid := (SELECT oid FROM pg_namespace WHERE nspname = current_schema());
@@ -144,14 +169,7 @@ _TOKENIZER_STEP = r"""
         END IF;
         RETURN NEW;
     END $$;
-    DROP INDEX IF EXISTS chunks_vector;
-    UPDATE chunks SET text = text;
-    DELETE FROM term_stats;
-    INSERT INTO term_stats (lexeme, ndoc)
-        SELECT word, ndoc FROM ts_stat('SELECT tsv FROM chunks WHERE tsv IS NOT NULL');
-    UPDATE text_stats
-        SET n_docs = (SELECT count(*) FROM chunks), avg_len = (SELECT coalesce(avg(ntok), 0) FROM chunks);
-""".replace("@STOP@", "'{" + ",".join(STOP_WORDS) + "}'")
+""" + _RETOKENIZE).replace("@STOP@", "'{" + ",".join(STOP_WORDS) + "}'")
 
 
 # Migration 3: folding recomposes what it did not strip (NFC after NFKD minus the Latin combining marks), as
@@ -168,14 +186,7 @@ _RECOMPOSE_STEP = r"""
                 NFC)
         END;
     END;
-    DROP INDEX IF EXISTS chunks_vector;
-    UPDATE chunks SET text = text;
-    DELETE FROM term_stats;
-    INSERT INTO term_stats (lexeme, ndoc)
-        SELECT word, ndoc FROM ts_stat('SELECT tsv FROM chunks WHERE tsv IS NOT NULL');
-    UPDATE text_stats
-        SET n_docs = (SELECT count(*) FROM chunks), avg_len = (SELECT coalesce(avg(ntok), 0) FROM chunks);
-"""
+""" + _RETOKENIZE
 
 
 def store_migrations(dim: int) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from nbrecall.config import Settings
 from nbrecall.index.embed import Embedder
 from nbrecall.ingest.chunk import CHUNKER_VERSION, Chunk, chunk_notebook, heading_paths, render_cells
+from nbrecall.ingest.families import FamilyReport
 from nbrecall.ingest.metadata import notebook_meta
 from nbrecall.ingest.renders import notebook_for_index, renders_dir
 from nbrecall.notebook.analysis import analyse
@@ -41,6 +42,7 @@ class IndexReport:
     vectors_pending: int = 0  # chunks still waiting for a vector when the run ended (resumed by the next run)
     embedded_tokens: int = 0  # word pieces the model read (after its truncation): what embedding cost
     outside_links: list[tuple[str, str]] = field(default_factory=list)  # (rel, target) read through a link
+    families: FamilyReport | None = None  # the family step (`ingest.families`), when families are on
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, stage: str, seconds: float) -> None:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from nbrecall.notebook.analysis import Analysis, mask_magics
 from nbrecall.notebook.facts import Fact
+from nbrecall.notebook.headings import heading_paths as cell_heading_paths
+from nbrecall.notebook.headings import leading_heading
 from nbrecall.notebook.model import Cell, Notebook
 from nbrecall.notebook.outputs import (
     NOISE_REPR,
@@ -33,7 +35,6 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 5: informative output reprs (HTML over object reprs, widgets' text), figure captions
 CHUNKER_VERSION = 6  # 6: value facts (`fact` chunks)
 
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).
 _NOISE_VALUE = NOISE_REPR
@@ -66,13 +67,7 @@ class _Group:
 
 def heading_of(cell: Cell) -> tuple[int, str] | None:
     """(level, text) when a markdown cell starts with a heading line."""
-    if not cell.is_markdown:
-        return None
-    for line in cell.source.splitlines():
-        if line.strip():
-            match = _HEADING.match(line)
-            return (len(match.group(1)), match.group(2).strip()) if match else None
-    return None
+    return leading_heading(cell.source) if cell.is_markdown else None
 
 
 def _clean_markdown(cell: Cell) -> str:
@@ -123,21 +118,8 @@ def chunk_notebook(
 
 
 def heading_paths(nb: Notebook) -> dict[int, str]:
-    """Every cell's heading path (`Ballast › Aft tanks`), from every heading line of the markdown above it; a
-    heading cell's own path ends with its last heading."""
-    stack: list[tuple[int, str]] = []
-    paths: dict[int, str] = {}
-    for cell in nb.cells:
-        if cell.is_markdown:
-            for line in cell.source.splitlines():
-                match = _HEADING.match(line)
-                if match:
-                    level = len(match.group(1))
-                    while stack and stack[-1][0] >= level:
-                        stack.pop()
-                    stack.append((level, match.group(2).strip()))
-        paths[cell.index] = " › ".join(t for _, t in stack)
-    return paths
+    """Every cell's heading path (`Ballast › Aft tanks`, `notebook.headings.heading_paths`)."""
+    return cell_heading_paths((cell.index, cell.is_markdown, cell.source) for cell in nb.cells)
 
 
 def fact_chunk(header: str, fact: Fact) -> Chunk:

@@ -34,6 +34,7 @@ from nbrecall.index.faults import storage_fault
 from nbrecall.ingest.build import IndexReport, fingerprint
 from nbrecall.ingest.chunk import Chunk, text_hash
 from nbrecall.ingest.discover import discover
+from nbrecall.ingest.families import FamilyWriter
 from nbrecall.ingest.lock import IndexLocked, WriterLock
 from nbrecall.ingest.renders import render_mtime_ns, renders_dir
 from nbrecall.protocols import Manifest, Store
@@ -148,8 +149,9 @@ def run_index(
             run_id, interrupted = manifest.begin_run()
             if interrupted:  # before anything is appended: a stray batch of new notebooks would be stored twice
                 report.strays_removed = _sweep_strays(store, manifest)
+            families = FamilyWriter(manifest, settings.families) if settings.families.enabled else None
             _run(roots, settings, embedder, store, manifest, cache, report, progress, batch_notebooks,
-                 executor or InlineExecutor())
+                 executor or InlineExecutor(), families)
             if settings.embed.enabled and not defer_vectors and manifest.pending_count():
                 fill_vectors(embedder, store, manifest, cache, report, progress)
                 started = time.perf_counter()
@@ -193,6 +195,7 @@ def _run(
     progress: Progress | None,
     batch_notebooks: int,
     executor: Executor | None = None,
+    families: FamilyWriter | None = None,
 ) -> None:
     started = time.perf_counter()
     found = discover(roots, manifest.files(), settings.discover)
@@ -236,7 +239,8 @@ def _run(
             batch = items[start : start + batch_notebooks]
             files = [f for r in batch for f in paths_of.get(r.sha256, [])]
             built = list(itertools.islice(outcomes, len(batch)))
-            _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built)
+            _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built,
+                         families)
             lacking = report.chunks_written - written_at_refresh
             if indexed_rows is None:
                 indexed_rows = max(store.count() - lacking, 0)
@@ -270,13 +274,17 @@ def _run(
     if lost:  # a shared store: another indexer dropped a content this run took as known (its last file went)
         again = [r for r in found.changed if r.sha256 in lost]
         batch = list({r.sha256: r for r in again}.values())
-        _index_batch(batch, settings, embedder, store, manifest, cache, report, again, known - lost, executor)
+        _index_batch(batch, settings, embedder, store, manifest, cache, report, again, known - lost, executor,
+                     families=families)
     orphans = manifest.orphan_shas()
     if orphans:
         with manifest.transaction():  # contents first: on a shared store, only those still orphaned
             orphans = manifest.delete_contents(orphans)
             store.delete_notebooks(orphans)
     report.notebooks_removed = len(orphans)
+    if families is not None:  # new and changed notebooks join a family, removed ones leave theirs
+        report.families = families.update()
+        report.add_time("families", report.families.seconds)
     if items or orphans:
         started = time.perf_counter()
         store.finish_run()
@@ -397,6 +405,7 @@ def _index_batch(
     known: set[str] | None = None,
     executor: Executor | None = None,
     built: list[BuildOutcome] | None = None,
+    families: FamilyWriter | None = None,
 ) -> None:
     """Index `batch` (one record per new content; `built`: its outcomes when the caller already mapped them).
     The store commit comes first; then one manifest transaction records the contents and points their `files`
@@ -411,6 +420,7 @@ def _index_batch(
     cell_records: list[CellRecord] = []
     all_rows: list[ChunkRow] = []
     pending: list[PendingVector] = []
+    signatures = []
     for file, outcome in zip(batch, built, strict=True):
         for stage, seconds in outcome.seconds.items():
             report.add_time(stage, seconds)
@@ -429,6 +439,8 @@ def _index_batch(
         cell_records.extend(cells)
         all_rows.extend(rows)
         report.notebooks_indexed += 1
+        if outcome.signature is not None:
+            signatures.append((record.sha256, outcome.signature))
     started = time.perf_counter()
     known = known if known is not None else manifest.content_shas()
     new = {r.sha256 for r in records} - known  # never stored (strays were swept at the start of the run)
@@ -441,5 +453,7 @@ def _index_batch(
         manifest.save_contents(records, cell_records)
         manifest.save_pending(pending)
         manifest.save_files(files or [])
+        if families is not None:
+            families.save(signatures)
     report.chunks_written += len(all_rows)
     report.add_time("write", time.perf_counter() - started)

@@ -16,6 +16,7 @@ import gc
 import pickle
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +31,7 @@ from nbrecall.notebook.read import NotebookUnreadable
 
 if TYPE_CHECKING:
     from nbrecall.ingest.chunk import Chunk
-    from nbrecall.records import CellRecord, ChunkRow, ContentRecord
+    from nbrecall.records import CellRecord, ChunkRow, ContentRecord, Signature
 
 BuildItem = tuple[str, str, str, str]  # (path, rel, root, sha256): small, so a task costs little to ship
 
@@ -54,6 +55,7 @@ class BuildOutcome:
     reason: str = ""
     fault: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
+    signature: Signature | None = None  # for notebook families (`ingest.families`), when they are on
 
 
 # --- the per-worker embedder cache ------------------------------------------------------------------------------
@@ -157,6 +159,12 @@ def build_notebook(
     report = IndexReport()
     try:
         outcome.built = build_rows(Path(path), rel, root, sha, settings, counter, report)
+        if settings.families.enabled:
+            from nbrecall.ingest.families import signature
+
+            started = time.perf_counter()
+            outcome.signature = signature(outcome.built[2], settings.families.num_perm)
+            report.add_time("families", time.perf_counter() - started)
     except NotebookUnreadable as exc:
         outcome.reason = exc.reason
     except Exception as exc:  # a bug on one notebook must not stop the run: quarantine with the reason

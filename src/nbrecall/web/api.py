@@ -48,6 +48,7 @@ Project = Annotated[str | None, Query(max_length=MAX_FILTER, description="only n
 Author = Annotated[str | None, Query(max_length=MAX_FILTER, description="only notebooks whose author contains this")]
 Tag = Annotated[str | None, Query(max_length=MAX_FILTER, description="only notebooks with this tag")]
 Deprecated = Annotated[bool, Query(description="also search deprecated notebooks")]
+AllVersions = Annotated[bool, Query(description="every version of a notebook family as a result of its own")]
 NbId = Annotated[
     str,
     Path(
@@ -93,8 +94,14 @@ def search_payload(
                 "deprecated": first.deprecated,
                 **_render_fields(renders.get(nb.nb_sha), first.stale),
                 "url": viewer_url(nb.nb_sha),
+                "family": nb.family,
+                "n_versions": nb.n_versions,
+                "versions": nb.versions,
+                "checkpoint_of": nb.checkpoint_of,
                 "hits": [
-                    {**_contract(h), "nb_id": nb.nb_sha, "url": viewer_url(nb.nb_sha, h.cell_id)} for h in nb_hits
+                    {**_contract(h), "nb_id": h.nb_sha or nb.nb_sha,
+                     "url": viewer_url(h.nb_sha or nb.nb_sha, h.cell_id)}  # a version's cell links to that version
+                    for h in nb_hits
                 ],
             }
         )
@@ -133,9 +140,10 @@ def api_search(
     author: Author = None,
     tag: Tag = None,
     include_deprecated: Deprecated = False,
+    all_versions: AllVersions = False,
 ) -> dict[str, Any]:
     filters = _filters(year, project, author, tag, include_deprecated)
-    result = state.search(q, filters, max_notebooks=k)
+    result = state.search(q, filters, max_notebooks=k, all_versions=all_versions)
     return search_payload(result, k, state.render_summaries([nb.nb_sha for nb in result.notebooks]))
 
 

@@ -58,9 +58,11 @@ class WebState:
             self.live.close()
         self.pool.close()
 
-    def search(self, query: str, filters: SearchFilters, max_notebooks: int = 10) -> SearchResult:
+    def search(
+        self, query: str, filters: SearchFilters, max_notebooks: int = 10, all_versions: bool = False
+    ) -> SearchResult:
         with self.lock:
-            return self.archive.search(query, filters, max_notebooks=max_notebooks)
+            return self.archive.search(query, filters, max_notebooks=max_notebooks, all_versions=all_versions)
 
     def warm(self) -> None:
         """Open the store (and so the embedder) once, under the lock, before work that does not take it."""

@@ -405,6 +405,13 @@ def task_deps(docs: _Documents, *, path: str | None, sha: str, rel: str) -> str 
     return render_dependency_svg(nb, analyse(nb), title=rel)
 
 
+def task_diff(_docs: _Documents, *, a: list[Any], b: list[Any]) -> dict[str, Any]:
+    """What differs between two versions, cell by cell (`web.diff`), from their indexed cell records."""
+    from nbrecall.web.diff import render_diff
+
+    return render_diff(a, b)
+
+
 def task_ping(_docs: _Documents) -> int:
     return os.getpid()
 
@@ -427,6 +434,7 @@ TASKS = {
     "cell": task_cell,
     "report": task_report,
     "deps": task_deps,
+    "diff": task_diff,
     "ping": task_ping,
     "spin": task_spin,
 }
