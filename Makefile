@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := build/demo
 
-.PHONY: venv system-deps pyodide-runner test lint demo clean
+.PHONY: venv system-deps pyodide-runner test test-fast lint typecheck demo clean
 
 $(BIN)/nbrecall: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,9 +34,20 @@ $(PYODIDE_RUNNER)/node_modules/.package-lock.json: $(PYODIDE_RUNNER)/package-loc
 
 lint: venv
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports
 
+# mypy over src (settings in pyproject.toml); not yet part of `lint`: errors remain (see issue 16)
+typecheck: venv
+	$(BIN)/mypy
+
+# The whole suite; a test whose tool (chromium, bubblewrap, PostgreSQL, ray, ...) is missing fails instead of
+# skipping, so CI (`.ci/run`) cannot pass on a machine that silently ran less.
 test: venv system-deps pyodide-runner lint
-	$(BIN)/pytest
+	NBRECALL_REQUIRE_TOOLS=1 $(BIN)/pytest
+
+# The edit loop: everything but the slow tests and those needing PostgreSQL, the sandbox, a browser or Ray.
+test-fast: venv
+	$(BIN)/pytest -m "not (slow or postgres or sandbox or browser or ray)"
 
 demo: venv
 	$(BIN)/nbrecall convert samples/archive -o $(DEMO)/converted
@@ -46,8 +57,8 @@ demo: venv
 	$(BIN)/nbrecall search "KeyError pile_diameter" --config samples/nbrecall.toml --index $(DEMO)/index -k 2
 	$(BIN)/nbrecall search "free surface effect" --config samples/nbrecall.toml --index $(DEMO)/index -k 2 --json
 	$(BIN)/nbrecall ask "what ballast volume did we use aft for the 130 m PSV?" --config samples/nbrecall.toml --index $(DEMO)/index
-	@echo "Serving the sample index at http://127.0.0.1:8765/ (Ctrl-C to stop)"
-	$(BIN)/nbrecall serve --config samples/nbrecall.toml --index $(DEMO)/index --host 127.0.0.1 --port 8765
+	@echo "Serving (and watching) the sample archive at http://127.0.0.1:8765/ (Ctrl-C to stop)"
+	$(BIN)/nbrecall serve samples/archive --watch --config samples/nbrecall.toml --index $(DEMO)/index --host 127.0.0.1 --port 8765
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from nbrecall.config import Settings
+from nbrecall.executor import Executor, InlineExecutor, ProcessExecutor, RayExecutor
+from nbrecall.index.embedder_from_settings import make_embedder
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.executor import Executor, InlineExecutor, ProcessExecutor, RayExecutor
-from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.pipeline import run_index
-from nbrecall.service import make_embedder
 
 
 def start_cluster(object_store: int = 100 * 1024 * 1024) -> Any:
@@ -46,7 +46,7 @@ def start_cluster(object_store: int = 100 * 1024 * 1024) -> Any:
 
 
 def snapshot(index: Path) -> dict[str, Any]:
-    with closing(Manifest(index / "manifest.sqlite", readonly=True)) as manifest:
+    with closing(SqliteManifest(index / "manifest.sqlite", readonly=True)) as manifest:
         files = {f"{root}|{rel}": f.sha256 for (root, rel), f in manifest.files().items()}
         contents = {c.sha256: [c.status, c.reason, c.rel, c.n_cells, c.n_chunks, c.n_embedded, c.meta]
                     for c in manifest.contents()}

@@ -31,8 +31,8 @@ from nbformat import v4  # noqa: E402
 
 from conftest import HashEmbedder, code, result, write_nb  # noqa: E402
 from nbrecall.config import Settings  # noqa: E402
+from nbrecall.index.manifest import SqliteManifest  # noqa: E402
 from nbrecall.index.store import LanceStore  # noqa: E402
-from nbrecall.ingest.manifest import Manifest  # noqa: E402
 from nbrecall.ingest.pipeline import run_index  # noqa: E402
 from nbrecall.search.retrieve import retrieve  # noqa: E402
 from test_faults_concurrency import start_writer  # noqa: E402
@@ -81,7 +81,7 @@ def visible_now(index: Path, queries: list[str]) -> list[str]:
     problems: list[str] = []
     embedder = HashEmbedder()
     store = LanceStore(index / "lance", embedder.dim)
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     try:
         counts = store.notebook_shas()
         n_chunks = {c.sha256: c.n_chunks for c in manifest.contents("indexed")}
@@ -103,7 +103,7 @@ def check_consistent(root: Path, index: Path, revs: dict[int, int], rng: random.
     problems: list[str] = []
     embedder = HashEmbedder()
     store = LanceStore(index / "lance", embedder.dim)
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     try:
         key = str(root.resolve())
         recorded = {rel: rec.sha256 for (r, rel), rec in manifest.files().items() if r == key}

@@ -42,8 +42,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from conftest import HashEmbedder  # noqa: E402
 from nbrecall.config import Settings  # noqa: E402
 from nbrecall.convert.run import convert_file  # noqa: E402
+from nbrecall.index.manifest import SqliteManifest  # noqa: E402
 from nbrecall.index.store import LanceStore  # noqa: E402
-from nbrecall.ingest.manifest import Manifest  # noqa: E402
 from nbrecall.ingest.pipeline import run_index  # noqa: E402
 from nbrecall.notebook.files import printable_path  # noqa: E402
 from test_faults_input import file_names, nested, notebook_bytes  # noqa: E402
@@ -213,7 +213,7 @@ def main() -> None:
             signal.alarm(0)
         print(f"  indexed {folder.name} in {time.perf_counter() - t0:.1f} s", flush=True)
     index_seconds = time.perf_counter() - started
-    manifest = Manifest(idx / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(idx / "manifest.sqlite", readonly=True)
     recorded = {(root, rel): rec.sha256 for (root, rel), rec in manifest.files().items()}
     status: Counter[str] = Counter()
     reasons: Counter[str] = Counter()

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from nbrecall.config import VisionSettings
+from nbrecall.ingest.figures import FigureWork, figure_images
 from nbrecall.notebook.files import walk_notebooks
 from nbrecall.notebook.read import read_notebook
 from nbrecall.vision.ocr import OcrDescriber
-from nbrecall.vision.phase import FigureWork, figure_images
 from nbrecall.vision.store import FigureStore
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from nbrecall.index.pg_db import PgDatabase
 from nbrecall.index.pg_store import PgStore, filter_sql
-from nbrecall.index.store import ChunkRow, SearchFilters
+from nbrecall.records import ChunkRow, SearchFilters
 
 DIM = 384
 CHUNKS_PER_NOTEBOOK = 20

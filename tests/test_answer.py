@@ -15,10 +15,10 @@ from nbrecall.answer.question import read_question
 from nbrecall.answer.sentences import sentences
 from nbrecall.config import Settings
 from nbrecall.convert.tokens import count_llm_tokens
-from nbrecall.index.store import LanceStore, SearchFilters
-from nbrecall.ingest.manifest import CellRecord
+from nbrecall.index.store import LanceStore
 from nbrecall.ingest.pipeline import run_index
-from nbrecall.search.retrieve import Hit, NotebookResult, SearchResult
+from nbrecall.records import CellRecord, Hit, SearchFilters
+from nbrecall.search.retrieve import NotebookResult, SearchResult
 from nbrecall.service import Archive
 
 BALLAST = "projects/2017/17-042/ballast.ipynb"
@@ -165,16 +165,13 @@ def test_value_from_a_constant_in_the_source(archive: Archive) -> None:
     assert found.citations[0].cell == 1
 
 
-def test_no_value_close_enough_points_at_the_cell(archive: Archive) -> None:
-    # no notebook mentions lifeboats, and no printed value's name is close in meaning (test embedder: shares no word)
-    found = ask(archive, "what lifeboat capacity did the mooring plan assume")
+@pytest.mark.parametrize("question", ["how many lifeboats does the ballast plan list",
+                                      "what lifeboat capacity did the mooring plan assume"])
+def test_no_value_close_enough_points_at_the_cell(archive: Archive, question: str) -> None:
+    # no notebook mentions lifeboats, and no printed value's name is close in meaning to the question
+    found = ask(archive, question)
     assert not found.values and found.citations, found.text
     assert found.notice and "closest cell" in found.notice and "lifeboat" in found.notice
-
-
-def test_value_whose_name_misses_the_subject_is_flagged(archive: Archive) -> None:
-    found = ask(archive, "how many lifeboats does the ballast plan list")
-    assert found.notice and "does not say “lifeboat”" in found.notice, found.text
 
 
 def test_where_answer_names_notebook_section_and_cell(archive: Archive) -> None:

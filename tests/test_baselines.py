@@ -9,8 +9,8 @@ import pytest
 from nbformat import v4
 
 from conftest import HashEmbedder, code, error, result, stream, write_nb
-from nbrecall.index.store import SearchFilters
 from nbrecall.notebook.read import read_notebook
+from nbrecall.records import SearchFilters
 from nbrecall.search.baselines import (
     BASELINES,
     baseline_search,

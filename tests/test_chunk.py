@@ -12,6 +12,7 @@ from conftest import HashEmbedder, code, error, result, stream
 from nbrecall.ingest.chunk import chunk_notebook, heading_of, split_lines
 from nbrecall.notebook.analysis import analyse
 from nbrecall.notebook.read import read_notebook_bytes
+from nbrecall.records import CONTENT_KINDS, FACT_KIND
 
 DF_HTML = """<div><table border="1" class="dataframe"><thead><tr style="text-align: right;"><th></th>
 <th>tank</th><th>volume_m3</th></tr></thead><tbody><tr><th>0</th><td>AP</td><td>412.5</td></tr>
@@ -121,6 +122,8 @@ def test_typed_chunks_table_scalar_error_figure() -> None:
     fig = by_kind["figure"][0]
     assert fig.cells == [5] and "Ballast along the hull" in fig.text
     assert all(c.heading == "Ballast plan" for c in chunks)
+    # retrieval searches content and facts apart by kind: a kind the chunker makes must be one it searches
+    assert set(by_kind) <= set(CONTENT_KINDS) | {FACT_KIND}
 
 
 def test_base64_never_reaches_chunk_text() -> None:

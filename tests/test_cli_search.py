@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from nbrecall.cli import app
 
+pytestmark = pytest.mark.slow  # its module fixture indexes the sample with the real model
+
 SAMPLES = Path(__file__).parents[1] / "samples"
 CONTRACT_KEYS = {"notebook": str, "root": str, "cell": int, "cells": list, "cell_id": str, "kind": str,
                  "score": float, "heading": str, "snippet": str}
@@ -147,6 +149,7 @@ def test_status_json_has_every_count_progress_and_each_quarantined_file(sample_i
     counts = status["counts"]
     assert set(counts) >= {"files", "notebooks", "quarantined", "chunks", "embedded", "waiting_for_a_vector"}
     assert counts["notebooks"] >= 6 and counts["chunks"] > 0
+    assert counts["notebooks_in_families"] >= 2 * counts["families"] >= 0  # as the table counts them
     assert 0.0 <= status["embedding_progress"] <= 1.0
     assert status["embedding_progress"] == round(counts["embedded"] / counts["chunks"], 4)
     (broken,) = status["quarantined"]

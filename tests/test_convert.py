@@ -207,6 +207,7 @@ def test_sources_with_backtick_fences_and_odd_text_are_kept_whole() -> None:
 
 # outputs._parse_code (figure captions) calls ast.parse on corpus code with invalid escapes, e.g. "\\d" in a
 # plain string, without silencing the DeprecationWarning that compile() emits.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")
 def test_corpus_sweep_no_source_lost_and_no_base64() -> None:
     """Every notebook of the development corpus, converted in memory, its SVG and report rendered, nothing written.

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from conftest import HashEmbedder, code, stream, write_nb
 from nbrecall.cli import app as cli_app
 from nbrecall.config import Settings
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest import discover as discover_module
 from nbrecall.ingest.discover import LINK_OUT, LINK_UNREADABLE
-from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.pipeline import run_index
 
 
@@ -32,19 +32,19 @@ def share(tmp_path: Path) -> tuple[Path, Path]:
     return root, outside
 
 
-def index(root: Path, tmp_path: Path, follow: bool) -> tuple[Settings, Manifest]:
+def index(root: Path, tmp_path: Path, follow: bool) -> tuple[Settings, SqliteManifest]:
     settings = Settings(index_dir=tmp_path / ("idx-follow" if follow else "idx"))
     settings.discover.follow_symlinks = follow
     embedder = HashEmbedder()
     run_index([root], settings, embedder, LanceStore(settings.index_dir / "lance", embedder.dim))
-    return settings, Manifest(settings.index_dir / "manifest.sqlite", readonly=True)
+    return settings, SqliteManifest(settings.index_dir / "manifest.sqlite", readonly=True)
 
 
-def indexed_paths(manifest: Manifest) -> set[str]:
+def indexed_paths(manifest: SqliteManifest) -> set[str]:
     return {rel for rec in manifest.contents("indexed") for _root, rel in manifest.paths_of(rec.sha256)}
 
 
-def quarantined(manifest: Manifest) -> dict[str, str]:
+def quarantined(manifest: SqliteManifest) -> dict[str, str]:
     return {rel: rec.reason for rec in manifest.contents("quarantined") for _r, rel in manifest.paths_of(rec.sha256)}
 
 
@@ -113,7 +113,7 @@ def test_a_root_that_is_itself_a_link_is_read(share: tuple[Path, Path], tmp_path
         manifest.close()
 
 
-@pytest.fixture(params=["lance", "postgres"])
+@pytest.fixture(params=["lance", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     settings = Settings(index_dir=tmp_path / "idx-backend")
     if request.param == "postgres":

@@ -129,6 +129,7 @@ def test_default_embedder_identity(minilm: OnnxMiniLM, cache_dir: Path) -> None:
     assert not [p for p in cache_dir.iterdir() if p.name.endswith(".tmp")]  # atomic write left no temp file
 
 
+@pytest.mark.slow
 def test_onnx_matches_numpy_reference(minilm: OnnxMiniLM) -> None:
     folder = bundled_minilm_dir()
     weights = {
@@ -231,6 +232,7 @@ def test_corrupt_weights_rejected_with_clear_error(tmp_path: Path) -> None:
     assert not (tmp_path / "cache").exists()  # nothing was built from bad weights
 
 
+@pytest.mark.slow
 def test_onnx_folder_with_manifest(tmp_path: Path, minilm: OnnxMiniLM) -> None:
     folder = _copy_bundled(tmp_path / "my-model", link_weights=True)
     (folder / "SHA256SUMS").write_text(

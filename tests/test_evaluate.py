@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nbrecall.search.evaluate import Query, evaluate, judge, load_queries, metrics
+from nbrecall.search.evaluate import Query, evaluate, judge, load_queries, metrics, resolve_copies
 
 
 def r(notebook: str, cells: list[int] | None = None, cell: int | None = None) -> dict[str, Any]:
@@ -73,8 +73,16 @@ def test_also_counts_for_the_notebook_but_not_for_cells() -> None:
     assert judge(q2, [r("b.ipynb", [2])]).cell_hit
 
 
+CORE = ("n", "nb@1", "nb@3", "nb@5", "MRR", "cell@10c")
+
+
+def core(values: dict[str, float]) -> dict[str, float]:
+    return {key: values[key] for key in CORE}
+
+
 def test_metrics_overall_and_per_kind() -> None:
     table, outcomes = evaluate(QUERIES, lambda text: RESULTS[next(q.id for q in QUERIES if q.query == text)])
+    table = {kind: core(values) for kind, values in table.items()}
     assert [o.query.id for o in outcomes] == ["q1", "q2", "q3", "q4", "q5"]
     assert set(table) == {"all", "where", "value", "error", "vocab"}
     # ranks 2, 3, None, 1, 5; cell hits q1, q4, q5
@@ -96,7 +104,31 @@ def test_metrics_overall_and_per_kind() -> None:
 def test_empty_results_and_empty_set() -> None:
     outcome = judge(QUERIES[0], [])
     assert outcome.notebook_rank is None and not outcome.cell_hit
-    assert metrics([]) == {"n": 0.0, "nb@1": 0.0, "nb@3": 0.0, "nb@5": 0.0, "MRR": 0.0, "cell@10c": 0.0}
+    assert metrics([]) == {"n": 0.0, "nb@1": 0.0, "nb@3": 0.0, "nb@5": 0.0, "MRR": 0.0, "cell@10c": 0.0,
+                           "cell@10c+": 0.0, "fam@5": 0.0}
+
+
+def test_families_in_the_first_five_and_cells_of_copies(tmp_path: Path) -> None:
+    # fam@5: distinct families among the first five results of their own (a cell listed from another version
+    # belongs to the result above it)
+    hits = [{"notebook": "a.ipynb", "cells": [1], "family": "F"}, {"notebook": "b.ipynb", "cells": [1], "family": "F"},
+            {"notebook": "c.ipynb", "cells": [1], "family": "G", "version_of": "x.ipynb"},
+            {"notebook": "d.ipynb", "cells": [1], "family": ""}, {"notebook": "e.ipynb", "cells": [1], "family": "H"}]
+    assert judge(Query("q", "x", "where", "a.ipynb", [1]), hits).families_top5 == 3  # F, d, H
+    # cell@10c+: the same cell (by source) of a copy under `also` counts; the strict cell@10c does not
+    from nbformat import v4
+
+    from conftest import write_nb
+
+    write_nb(tmp_path / "calc.ipynb", [v4.new_markdown_cell("# Calc"), v4.new_code_cell("total = 3803.0")])
+    write_nb(tmp_path / "_build/calc.ipynb", [v4.new_markdown_cell("# Calc"), v4.new_markdown_cell("extra"),
+                                              v4.new_code_cell("total  =  3803.0")])
+    query = Query("q", "x", "value", "calc.ipynb", [1], also=["_build/calc.ipynb"])
+    resolve_copies([query], tmp_path)
+    assert query.copy_cells == {"_build/calc.ipynb": [2]}
+    outcome = judge(query, [{"notebook": "_build/calc.ipynb", "cells": [2]}])
+    assert outcome.notebook_rank == 1 and not outcome.cell_hit and outcome.copy_cell_hit
+    assert not judge(query, [{"notebook": "_build/calc.ipynb", "cells": [1]}]).copy_cell_hit
 
 
 def test_load_queries(tmp_path: Path) -> None:

@@ -17,11 +17,10 @@ import pytest
 from nbformat import v4
 from typer.testing import CliRunner
 
-from conftest import HashEmbedder, code, result, stream, write_nb
+from conftest import HashEmbedder, code, import_or_missing, result, stream, tool_missing, write_nb
 from executor_tasks import Flaky, fail_on_three, square
 from nbrecall.config import Settings
-from nbrecall.index.store import LanceStore
-from nbrecall.ingest.executor import (
+from nbrecall.executor import (
     Executor,
     ExecutorError,
     InlineExecutor,
@@ -29,8 +28,10 @@ from nbrecall.ingest.executor import (
     make_executor,
     parse_kind,
 )
-from nbrecall.ingest.manifest import Manifest
-from nbrecall.ingest.pipeline import fingerprint, run_index
+from nbrecall.index.manifest import SqliteManifest
+from nbrecall.index.store import LanceStore
+from nbrecall.ingest.build import fingerprint
+from nbrecall.ingest.pipeline import run_index
 from nbrecall.ingest.worker import EmbedTask, WorkerFault, build_failed, build_notebook, portable
 
 TESTS = Path(__file__).parent
@@ -131,13 +132,13 @@ def test_executor_kinds_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_cli_says_what_is_wrong_with_the_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nbrecall.cli import app
 
-    monkeypatch.setattr("nbrecall.service.make_embedder", lambda settings: HashEmbedder())
+    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder", lambda settings: HashEmbedder())
     root = tmp_path / "share"
     write_nb(root / "a.ipynb", [code("x = 1", 1)])
     runner = CliRunner()
     bad = runner.invoke(app, ["index", str(root), "--index", str(tmp_path / "idx"), "--executor", "dask"])
     assert bad.exit_code == 2 and "executor error" in bad.output and "expected one of" in bad.output, bad.output
-    pytest.importorskip("ray")
+    import_or_missing("ray", "ray is not installed (the dev extra)")
     gone = runner.invoke(app, ["index", str(root), "--index", str(tmp_path / "idx"), "--executor", "127.0.0.1:1"])
     assert gone.exit_code == 2 and "cannot connect to the Ray cluster at 127.0.0.1:1" in gone.output, gone.output
     done = runner.invoke(app, ["index", str(root), "--index", str(tmp_path / "idx"), "--executor", "local"])
@@ -211,7 +212,7 @@ def test_build_notebook_returns_rows_a_reason_or_a_fault(tmp_path: Path) -> None
 
 def snapshot(index: Path) -> dict[str, Any]:
     """What a run leaves: files, contents (status, reason, counts, metadata) and every chunk row."""
-    with closing(Manifest(index / "manifest.sqlite", readonly=True)) as manifest:
+    with closing(SqliteManifest(index / "manifest.sqlite", readonly=True)) as manifest:
         files = {rel: f.sha256 for (_root, rel), f in manifest.files().items()}
         contents = {c.sha256: (c.status, c.reason, c.rel, c.n_cells, c.n_chunks, c.n_embedded, c.meta)
                     for c in manifest.contents()}
@@ -229,6 +230,7 @@ def index_with(root: Path, index: Path, embedder: Any, executor: Executor | None
                      batch_notebooks=4)
 
 
+@pytest.mark.slow
 def test_indexing_through_a_process_pool_gives_the_local_result(tmp_path: Path) -> None:
     root = tmp_path / "share"
     make_corpus(root)
@@ -251,12 +253,13 @@ class LockedHashEmbedder(HashEmbedder):
         self._lock = threading.Lock()
 
 
+@pytest.mark.slow
 def test_a_worker_whose_embedder_differs_stops_the_run(tmp_path: Path) -> None:
     root = tmp_path / "share"
     make_corpus(root)
     with ProcessExecutor(1) as pool, pytest.raises(WorkerFault, match="would chunk with .*all-MiniLM-L6-v2"):
         index_with(root, tmp_path / "idx", LockedHashEmbedder(), pool)
-    with closing(Manifest(tmp_path / "idx" / "manifest.sqlite", readonly=True)) as manifest:
+    with closing(SqliteManifest(tmp_path / "idx" / "manifest.sqlite", readonly=True)) as manifest:
         assert manifest.contents("quarantined") == []  # nothing was quarantined for the worker's fault
 
 
@@ -268,7 +271,7 @@ OBJECT_STORE = 80 * 1024 * 1024
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[Any]:
     """A head (no CPUs) and two worker nodes of one CPU each, on this machine, all on the loopback address."""
-    ray = pytest.importorskip("ray")
+    ray = import_or_missing("ray", "ray is not installed (the dev extra)")
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
 
@@ -301,8 +304,8 @@ def ray_cluster() -> Iterator[Any]:
 def test_ray_cluster_indexes_like_a_local_run(ray_cluster: Any, tmp_path: Path, model_cache: Path) -> None:
     """The bundled model's tokenizer on both sides (workers build it from the settings), no vectors: the same
     manifest and the same chunks as an in-process run; then an embed task on the workers gives the same vectors."""
-    from nbrecall.ingest.executor import RayExecutor
-    from nbrecall.service import make_embedder
+    from nbrecall.executor import RayExecutor
+    from nbrecall.index.embedder_from_settings import make_embedder
 
     root = tmp_path / "share"
     make_corpus(root)
@@ -338,7 +341,7 @@ def test_ray_cluster_indexes_like_a_local_run(ray_cluster: Any, tmp_path: Path, 
 
 @pytest.mark.ray
 def test_ray_retries_a_lost_worker_and_reports_failures(ray_cluster: Any, tmp_path: Path) -> None:
-    from nbrecall.ingest.executor import RayExecutor
+    from nbrecall.executor import RayExecutor
 
     (tmp_path / "crash").mkdir()
     (tmp_path / "raise").mkdir()
@@ -358,12 +361,12 @@ def test_ray_retries_a_lost_worker_and_reports_failures(ray_cluster: Any, tmp_pa
 
 @pytest.mark.ray
 def test_ray_renders_in_the_sandbox_on_the_workers(ray_cluster: Any, tmp_path: Path) -> None:
-    from nbrecall.ingest.executor import RayExecutor
+    from nbrecall.executor import RayExecutor
     from nbrecall.render.run import RenderOptions, load_render, render_many
     from nbrecall.render.sandbox import sandbox_problem
 
     if sandbox_problem():
-        pytest.skip(f"no sandbox here: {sandbox_problem()}")
+        tool_missing(f"no sandbox here: {sandbox_problem()}")
     root = tmp_path / "share"
     write_nb(root / "ok.ipynb", [code("print(6 * 7)", 1, [stream("42\n")])])
     write_nb(root / "drift.ipynb", [code("print(6 * 8)", 1, [stream("42\n")])])

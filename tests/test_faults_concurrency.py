@@ -23,9 +23,9 @@ from nbformat import v4
 
 from conftest import HashEmbedder, code, result, write_nb
 from nbrecall.config import Settings
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest.lock import IndexLocked
-from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.search.retrieve import SearchResult, retrieve
 from nbrecall.service import Archive
@@ -83,7 +83,7 @@ def start_writer(root: Path, index: Path, delay: float = 0.05, batch: int = 2) -
     return proc
 
 
-def version_of(manifest: Manifest, sha: str) -> str:
+def version_of(manifest: SqliteManifest, sha: str) -> str:
     """The single version marker of a content's cells in the manifest ("mixed" if they disagree)."""
     found = {v for c in manifest.cells(sha) for v in VERSIONS if v in c.source}
     return found.pop() if len(found) == 1 else f"mixed {sorted(found)}"
@@ -98,7 +98,7 @@ class Tally:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def check_result(found: SearchResult, manifest: Manifest, query: str, tally: Tally) -> None:
+def check_result(found: SearchResult, manifest: SqliteManifest, query: str, tally: Tally) -> None:
     """Each notebook of a result at one version: its hits from one content whose cells all carry one version
     marker, no hit showing the other marker, and no path shown twice (at its old and its new content)."""
     problems: list[str] = []
@@ -133,7 +133,7 @@ def check_search(index: Path, embedder: HashEmbedder, query: str, tally: Tally) 
     """One search as a one-shot reader does it (`nbrecall search`: its own store and read-only manifest)."""
     try:
         store = LanceStore(index / "lance", embedder.dim)
-        manifest = Manifest(index / "manifest.sqlite", readonly=True)
+        manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
         try:
             found = retrieve(query, store, manifest, embedder.embed([query])[0], Settings().retrieve)
             check_result(found, manifest, query, tally)
@@ -180,7 +180,7 @@ def server_loop(index: Path, stop: threading.Event, tally: Tally, n: int) -> Non
 def check_store(index: Path, dim: int, tally: Tally) -> None:
     """Store-level: a content the manifest lists as visible has all of its chunks or (just deleted) none."""
     try:
-        manifest = Manifest(index / "manifest.sqlite", readonly=True)
+        manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
         try:
             visible = manifest.indexed_shas()
             expected = {c.sha256: c.n_chunks for c in manifest.contents("indexed") if c.sha256 in visible}
@@ -289,6 +289,7 @@ def second_indexer_refused(root: Path, index: Path, writer: subprocess.Popen[str
     return str(refused.value)
 
 
+@pytest.mark.slow
 def test_searches_during_an_index_run_see_each_notebook_at_one_version(tmp_path: Path) -> None:
     root, index, n = tmp_path / "share", tmp_path / "idx", 20
     refusals: list[tuple[int, str]] = []

@@ -28,13 +28,15 @@ from conftest import HashEmbedder
 from nbrecall.cli import app
 from nbrecall.config import Settings
 from nbrecall.convert.run import convert_file
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest import pipeline
-from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.notebook.files import printable_path
 from nbrecall.notebook.model import Notebook
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook, read_notebook_bytes
+
+pytestmark = pytest.mark.slow  # a hostile corpus of hundreds of files, indexed and converted
 
 
 def fuzz(examples: int) -> settings:
@@ -233,7 +235,7 @@ def expected_entries(root: Path) -> set[str]:
 
 def check_manifest(root: Path, index: Path) -> dict[str, tuple[str, str]]:
     """Every file under `root` is in the manifest, indexed or quarantined with a reason; the store agrees."""
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     try:
         files = {rel: rec.sha256 for (_root, rel), rec in manifest.files().items()}
         assert set(files) == expected_entries(root)
@@ -527,7 +529,7 @@ def test_a_fixed_file_is_picked_up(tmp_path: Path) -> None:
     assert {rel: status for rel, (status, _) in outcome.items()} == {
         "later.ipynb": "indexed", "link.ipynb": "indexed", "target.ipynb": "indexed"
     }
-    manifest = Manifest(idx / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(idx / "manifest.sqlite", readonly=True)
     assert manifest.contents("quarantined") == []  # the old reasons went with their files
 
 
@@ -536,4 +538,4 @@ def test_index_folder_with_uri_characters_in_its_name(tmp_path: Path) -> None:
     root.mkdir()
     (root / "a.ipynb").write_text(nb_json([md_cell(0, "# Hawser\nHawser tension.")]))
     index(root, idx)
-    assert Manifest(idx / "manifest.sqlite", readonly=True).stats()["notebooks"] == 1
+    assert SqliteManifest(idx / "manifest.sqlite", readonly=True).stats()["notebooks"] == 1

@@ -21,8 +21,8 @@ from conftest import HashEmbedder, code, write_nb
 from nbrecall.cli import app
 from nbrecall.config import Settings
 from nbrecall.index.faults import IndexDamaged, IndexWriteError
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.search.retrieve import retrieve
 
@@ -43,7 +43,7 @@ def index(root: Path, idx: Path, batch: int = 16):  # type: ignore[no-untyped-de
 
 def search(idx: Path, query: str) -> list[str]:
     embedder = HashEmbedder()
-    manifest = Manifest(idx / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(idx / "manifest.sqlite", readonly=True)
     try:
         found = retrieve(query, LanceStore(idx / "lance", embedder.dim), manifest, embedder.embed([query])[0],
                          Settings().retrieve)
@@ -54,7 +54,7 @@ def search(idx: Path, query: str) -> list[str]:
 
 def consistent(idx: Path) -> dict[str, int]:
     """Every indexed content has exactly its chunks, nothing twice; returns the manifest's stats."""
-    manifest = Manifest(idx / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(idx / "manifest.sqlite", readonly=True)
     try:
         expected = {c.sha256: c.n_chunks for c in manifest.contents("indexed") if c.n_chunks}
         stats = manifest.stats()
@@ -90,7 +90,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def hash_cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     """The CLI with the test embedder in place of the bundled model."""
-    monkeypatch.setattr("nbrecall.service.make_embedder", lambda settings: HashEmbedder())
+    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder", lambda settings: HashEmbedder())
     return CliRunner()
 
 
@@ -116,6 +116,7 @@ def test_read_only_index_folder(tmp_path: Path, tmpfs: Path, hash_cli: CliRunner
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.slow
 def test_disk_full_keeps_the_previous_index_and_the_run_resumes(tmp_path: Path, tmpfs: Path) -> None:
     root, idx = tmp_path / "share", tmpfs / "idx"
     make_corpus(root, 10)
@@ -229,12 +230,12 @@ def test_a_write_failing_between_store_and_manifest_leaves_nothing_behind(
     def disk_full(*_args: object) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(Manifest, "save_contents", disk_full)
+    monkeypatch.setattr(SqliteManifest, "save_contents", disk_full)
     with pytest.raises(IndexWriteError, match="no space left"):
         index(root, idx)
     monkeypatch.undo()
     store = LanceStore(idx / "lance", HashEmbedder.dim)
-    manifest = Manifest(idx / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(idx / "manifest.sqlite", readonly=True)
     written = set(store.notebook_shas()) - manifest.content_shas()
     assert len(written) == 2  # in the store, unknown to the manifest ...
     assert "nb005.ipynb" not in search(idx, "Hull 5 resistance")  # ... so invisible to search

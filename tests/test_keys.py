@@ -10,7 +10,9 @@ import pytest
 from cryptography.fernet import Fernet
 from typer.testing import CliRunner
 
-from nbrecall.answer.keys import (
+from nbrecall.cli import app
+from nbrecall.config import Settings
+from nbrecall.keys import (
     KeyStoreError,
     clear_api_key,
     load_fernet,
@@ -19,8 +21,6 @@ from nbrecall.answer.keys import (
     store_api_key,
     stored_api_key,
 )
-from nbrecall.cli import app
-from nbrecall.config import Settings
 
 SECRET = "sk-live-abcdef0123456789"
 

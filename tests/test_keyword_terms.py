@@ -8,9 +8,9 @@ from pathlib import Path
 from conftest import HashEmbedder, code, stream, write_nb
 from nbrecall.backends import open_manifest, open_store
 from nbrecall.config import Settings
-from nbrecall.index.store import SearchFilters
 from nbrecall.index.terms import extra_terms, keyword_query, keyword_text
 from nbrecall.ingest.pipeline import run_index
+from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import retrieve
 
 
@@ -49,3 +49,13 @@ def test_keyword_search_finds_non_ascii_symbols_and_words(tmp_path: Path) -> Non
             found = retrieve(query, store, manifest, None, settings.retrieve)
             assert found.notebooks[0].notebook == f"{name}.ipynb", query
             assert "u2603" not in found.notebooks[0].hits[0].snippet  # the terms never show
+
+
+def test_the_postgresql_stop_words_mirror_the_terms_module() -> None:
+    """The PostgreSQL store spells LanceDB's stop words out in its migration SQL; they must stay the same words as
+    `search.terms.STOP_WORDS`, which the answerer and the LanceDB side use."""
+    from nbrecall.index.pg_db import STOP_WORDS as PG_STOP_WORDS
+    from nbrecall.search.terms import STOP_WORDS
+
+    assert len(PG_STOP_WORDS) == len(set(PG_STOP_WORDS))
+    assert set(PG_STOP_WORDS) == STOP_WORDS

@@ -22,6 +22,8 @@ from nbrecall.index.store import LanceStore
 from nbrecall.ingest.pipeline import run_index
 from test_answer import BALLAST, GLOSSARY, make_notebooks
 
+pytestmark = pytest.mark.slow  # a real-model index and a stdio MCP server
+
 
 @pytest.fixture(scope="module")
 def real_index(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Path:
@@ -59,9 +61,9 @@ def session_calls(index: Path, model_cache: Path, calls: list[tuple[str, dict[st
 
 
 def test_mcp_server_tools(real_index: Path, model_cache: Path) -> None:
-    from nbrecall.ingest.manifest import Manifest
+    from nbrecall.index.manifest import SqliteManifest
 
-    sha = Manifest(real_index / "manifest.sqlite", readonly=True).find_by_path(GLOSSARY)
+    sha = SqliteManifest(real_index / "manifest.sqlite", readonly=True).find_by_path(GLOSSARY)
     assert sha
     out = session_calls(
         real_index,

@@ -10,12 +10,13 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from nbformat import v4
 
 from conftest import HashEmbedder, code, result, write_nb
 from nbrecall.config import Settings
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.pipeline import run_index
 
 TESTS = Path(__file__).parent
@@ -60,7 +61,7 @@ POOL_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from pathlib import Path
     from executor_tasks import Sleeper
-    from nbrecall.ingest.executor import ProcessExecutor
+    from nbrecall.executor import ProcessExecutor
 
     with ProcessExecutor(2) as pool:
         for _ in pool.map(Sleeper(Path({folder!r})), range(8)):
@@ -88,7 +89,7 @@ INDEX_SCRIPT = textwrap.dedent("""
     from slow_embedder import SlowTokens
     from nbrecall.config import Settings
     from nbrecall.index.store import LanceStore
-    from nbrecall.ingest.executor import ProcessExecutor
+    from nbrecall.executor import ProcessExecutor
     from nbrecall.ingest.pipeline import run_index
 
     emb = SlowTokens()
@@ -99,6 +100,7 @@ INDEX_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_killed_indexer_leaves_no_worker_and_the_next_run_resumes(tmp_path: Path) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     for i in range(30):
@@ -131,7 +133,7 @@ def test_a_killed_indexer_leaves_no_worker_and_the_next_run_resumes(tmp_path: Pa
 def _indexed(index: Path) -> int:
     if not (index / "manifest.sqlite").exists():
         return 0
-    manifest = Manifest(index / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
     try:
         return manifest.stats()["notebooks"]
     finally:

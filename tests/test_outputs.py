@@ -1,4 +1,4 @@
-"""The output rules of DESIGN §3, on outputs read through `read_notebook_bytes` or built directly."""
+"""The output rules of architecture §5, on outputs read through `read_notebook_bytes` or built directly."""
 
 from __future__ import annotations
 

@@ -19,12 +19,14 @@ from typer.testing import CliRunner
 from conftest import HashEmbedder, code, result, write_nb
 from nbrecall.backends import index_exists, open_manifest, open_store
 from nbrecall.config import Settings, load_settings
-from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, redact, store_migrations
+from nbrecall.index.faults import StoreUnavailable, redact
+from nbrecall.index.manifest import SqliteManifest
+from nbrecall.index.pg_db import PgDatabase, store_migrations
+from nbrecall.index.pg_manifest import PgManifest
 from nbrecall.index.pg_store import PgStore, filter_sql, tsquery_literal
-from nbrecall.index.store import ChunkRow, LanceStore, SearchFilters
-from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Manifest, PendingVector
-from nbrecall.ingest.pg_manifest import PgManifest
+from nbrecall.index.store import LanceStore
 from nbrecall.ingest.pipeline import run_index
+from nbrecall.records import CellRecord, ChunkRow, ContentRecord, FileRecord, PendingVector, SearchFilters
 from nbrecall.search.retrieve import retrieve
 
 DIM = 8
@@ -305,8 +307,8 @@ def test_text_with_nul_characters_is_stored(store: PgStore, pg_url: str, pg_sche
     store.replace_notebooks([], [chunk("n-1", "n", "before\x00after")])
     assert store.keyword("beforeafter", 5, SearchFilters())[0]["text"] == "beforeafter"
     manifest = PgManifest(store.db)
-    with manifest.transaction() as db:
-        manifest.save_contents(db, [ContentRecord("n", "indexed", "", "/r", "x.ipynb", meta={"k": "a\x00b"})],
+    with manifest.transaction():
+        manifest.save_contents([ContentRecord("n", "indexed", "", "/r", "x.ipynb", meta={"k": "a\x00b"})],
                                [CellRecord("n", 0, "c\x00", "code", None, "x\x00", "")])
     assert manifest.content("n").meta == {"k": "ab"} and manifest.cells("n")[0].source == "x"
 
@@ -332,7 +334,7 @@ def test_a_broken_connection_is_reopened(store: PgStore, pg_url: str) -> None:
             raise storage_fault(exc, "/unused", "indexing") from exc
 
 
-def _manifest_script(m: Manifest | PgManifest) -> dict[str, object]:
+def _manifest_script(m: SqliteManifest | PgManifest) -> dict[str, object]:
     """The same writes on either manifest, and everything its read methods answer."""
     run_id, interrupted = m.begin_run()
     files = [FileRecord("/r", "a.ipynb", 10, 1, "sa"), FileRecord("/r", "copy.ipynb", 10, 1, "sa"),
@@ -348,20 +350,20 @@ def _manifest_script(m: Manifest | PgManifest) -> dict[str, object]:
     cells = [CellRecord("sa", 1, "c1", "code", 3, "x = 1", "1"), CellRecord("sa", 0, "c0", "markdown", None, "# T", "")]
     pending = [PendingVector("sa-1", "sa", 2017.5, "text one"), PendingVector("sa-2", "sa", 2017.5, "text two"),
                PendingVector("sb-1", "sb", 1.0, "text three")]
-    with m.transaction() as db:
-        m.save_contents(db, contents, cells)
-        m.save_pending(db, pending)
-        m.save_files(db, files)
-    with m.transaction() as db:
-        m.save_files(db, [FileRecord("/r", "b.ipynb", 21, 4, "sb")])  # upsert
-        m.delete_files(db, [("/r", "copy.ipynb")])
-        missing = m.missing_contents(db, ["sa", "nope"])
+    with m.transaction():
+        m.save_contents(contents, cells)
+        m.save_pending(pending)
+        m.save_files(files)
+    with m.transaction():
+        m.save_files([FileRecord("/r", "b.ipynb", 21, 4, "sb")])  # upsert
+        m.delete_files([("/r", "copy.ipynb")])
+        missing = m.missing_contents(["sa", "nope"])
     first = m.pending(2)
-    with m.transaction() as db:
-        m.vectors_done(db, first, {first[0].chunk_id})
+    with m.transaction():
+        m.vectors_done(first, {first[0].chunk_id})
     orphans = m.orphan_shas()
-    with m.transaction() as db:
-        deleted = m.delete_contents(db, orphans)
+    with m.transaction():
+        deleted = m.delete_contents(orphans)
     m.end_run(run_id, {"indexed": 2})
     return {
         "interrupted": interrupted, "missing": missing, "orphans": orphans, "deleted": deleted,
@@ -376,7 +378,7 @@ def _manifest_script(m: Manifest | PgManifest) -> dict[str, object]:
 
 
 def test_pg_manifest_answers_like_the_sqlite_manifest(tmp_path: Path, store: PgStore) -> None:
-    sqlite = _manifest_script(Manifest(tmp_path / "manifest.sqlite"))
+    sqlite = _manifest_script(SqliteManifest(tmp_path / "manifest.sqlite"))
     postgres = _manifest_script(PgManifest(store.db))
     assert postgres == sqlite
     assert sqlite["stats"]["embedded"] == 3  # sa: 1 + the chunk just embedded; sb: 1 (orphan so removed)
@@ -397,7 +399,7 @@ def make_notebooks(root: Path, prefix: str, count: int) -> None:
 
 
 def check_consistent(settings: Settings, roots: list[Path]) -> None:
-    """Manifest and chunks agree: every file on disk is recorded with its content, every indexed content has
+    """SqliteManifest and chunks agree: every file on disk is recorded with its content, every indexed content has
     exactly its chunks, the store holds nothing else."""
     with closing(open_manifest(settings, readonly=True)) as manifest:
         files = manifest.files()
@@ -520,7 +522,7 @@ def test_store_settings_from_file_environment_and_cli(
 
     from nbrecall.cli import app
 
-    monkeypatch.setattr("nbrecall.service.make_embedder", lambda settings: HashEmbedder())
+    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder", lambda settings: HashEmbedder())
     runner = CliRunner()
     root = tmp_path / "share"
     make_notebooks(root, "c", 2)

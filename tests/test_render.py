@@ -17,6 +17,7 @@ import nbformat
 import pytest
 from nbformat import v4
 
+from conftest import tool_missing
 from nbrecall.config import load_settings
 from nbrecall.notebook.model import Output
 from nbrecall.notebook.read import read_notebook
@@ -31,7 +32,7 @@ RULES = [
     {"from": "P:\\", "to": "projects"},
     {"from": "/mnt/share", "to": "share"},
 ]
-needs_sandbox = pytest.mark.skipif(bool(sandbox_problem()), reason=f"sandbox unavailable: {sandbox_problem()}")
+needs_sandbox = pytest.mark.sandbox
 TANKS = "tank,volume_m3\n" + "".join(f"T{i},{100 + 7.5 * i}\n" for i in range(1, 11))
 
 
@@ -166,7 +167,7 @@ def test_sandbox_unavailable_is_stale_not_unsandboxed(tmp_path: Path, monkeypatc
 def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A notebook whose stored outputs come from one sandboxed run against the data folder."""
     if sandbox_problem():
-        pytest.skip(f"sandbox unavailable: {sandbox_problem()}")
+        tool_missing(f"sandbox unavailable: {sandbox_problem()}")
     tmp = tmp_path_factory.mktemp("ref")
     data = make_data(tmp)
     draft = write_nb(tmp / "draft" / "tanks.ipynb", DATA_SOURCES)

@@ -16,6 +16,7 @@ import nbformat
 import pytest
 from nbformat import v4
 
+from conftest import import_or_missing
 from nbrecall.config import load_settings
 from nbrecall.notebook.model import Output
 from nbrecall.notebook.read import read_notebook_bytes
@@ -30,14 +31,14 @@ from nbrecall.render.environments import (
 )
 from nbrecall.render.report import report_html
 from nbrecall.render.run import RenderOptions, render_notebook, summarise
-from nbrecall.render.sandbox import Execution, Limits, sandbox_problem
+from nbrecall.render.sandbox import Execution, Limits
 
-matplotlib = pytest.importorskip("matplotlib")
+matplotlib = import_or_missing("matplotlib", "the drift tests draw with matplotlib (the dev extra)")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-needs_sandbox = pytest.mark.skipif(bool(sandbox_problem()), reason=f"sandbox unavailable: {sandbox_problem()}")
+needs_sandbox = pytest.mark.sandbox
 
 
 # --------------------------------------------------------------------------------------------------------------

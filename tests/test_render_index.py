@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 from conftest import HashEmbedder, code, stream, write_nb
 from nbrecall.cli import app as cli_app
 from nbrecall.config import Settings
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.manifest import Manifest
-from nbrecall.ingest.pipeline import IndexReport, run_index
+from nbrecall.ingest.build import IndexReport
+from nbrecall.ingest.pipeline import run_index
 from nbrecall.ingest.renders import render_warning, with_fresh_outputs
 from nbrecall.notebook.read import read_notebook
 from nbrecall.render.compare import CellComparison, RenderResult
@@ -99,7 +100,7 @@ def search(settings: Settings, query: str):  # type: ignore[no-untyped-def]
 
 
 def content_meta(settings: Settings, sha: str) -> dict:
-    manifest = Manifest(settings.index_dir / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(settings.index_dir / "manifest.sqlite", readonly=True)
     try:
         record = manifest.content(sha)
         assert record is not None
@@ -186,7 +187,7 @@ def test_cli_search_text_and_status_show_the_render(tmp_path: Path, monkeypatch:
     index(root, settings)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("NBRECALL_CONFIG", raising=False)
-    monkeypatch.setattr("nbrecall.service.make_embedder", lambda _settings: HashEmbedder())
+    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder", lambda _settings: HashEmbedder())
     runner = CliRunner()
     res = runner.invoke(
         cli_app,
@@ -203,8 +204,9 @@ def test_cli_search_text_and_status_show_the_render(tmp_path: Path, monkeypatch:
         ["search", "--json", "aft ballast total", "--index", str(settings.index_dir)],
     )
     results = json.loads(as_json.stdout)["results"]
-    assert set(results[0]) == {"notebook", "root", "cell", "cells", "cell_id", "kind", "score", "heading",
-                               "snippet", "year", "project", "author", "stale", "deprecated"}  # contract unchanged
+    assert set(results[0]) - {"fact"} == {  # the contract (a fact hit adds `fact`)
+        "notebook", "root", "cell", "cells", "cell_id", "kind", "score", "heading", "snippet", "year", "project",
+        "author", "stale", "deprecated", "family", "versions", "version_of", "checkpoint_of"}
     assert {r["notebook"] for r in results if r["stale"]} == {"a/tanks.ipynb"}
 
     status = runner.invoke(

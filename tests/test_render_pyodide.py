@@ -24,9 +24,7 @@ from nbrecall.render.run import RenderOptions, render_notebook
 from nbrecall.render.sandbox import Limits
 
 REPO = Path(__file__).resolve().parents[1]
-needs_pyodide = pytest.mark.skipif(
-    bool(pyo.pyodide_problem()), reason=f"pyodide backend unavailable: {pyo.pyodide_problem()}"
-)
+needs_pyodide = pytest.mark.sandbox(pyodide=True)
 
 
 def stream(text: str, name: str = "stdout") -> dict:

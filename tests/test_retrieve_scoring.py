@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
+from nbrecall.index.fusion import fuse
+from nbrecall.records import FusionSettings, StoreHit
 from nbrecall.search.retrieve import (
     group_by_notebook,
     intent_kinds,
@@ -80,7 +81,7 @@ def test_snippet_centres_on_the_matched_words() -> None:
 def test_filter_options_parse_one_way_for_cli_api_and_mcp() -> None:
     import pytest
 
-    from nbrecall.index.store import SearchFilters, parse_year_range
+    from nbrecall.records import SearchFilters, parse_year_range
 
     assert parse_year_range("2017") == (2017, 2017)
     assert parse_year_range("2015..2019") == (2015, 2019)
@@ -113,11 +114,13 @@ def test_negated_words_are_not_keyword_evidence() -> None:
 
 class _Store:
     def __init__(self, hits: list[StoreHit]) -> None:
-        self.hits, self.texts = hits, []
+        self.hits, self.texts, self.kinds = hits, [], []
 
     def search(self, text, vector, k, filters, fusion=None):  # type: ignore[no-untyped-def]
         self.texts.append(text)
-        return [StoreHit(dict(h.row), h.score) for h in self.hits]
+        self.kinds.append(filters.kinds)
+        return [StoreHit(dict(h.row), h.score) for h in self.hits
+                if filters.kinds is None or h.row["kind"] in filters.kinds]
 
 
 class _Manifest:
@@ -137,7 +140,29 @@ def test_retrieve_searches_keywords_without_the_negated_words() -> None:
     base = {"notebook": "a.ipynb", "root": "/r", "heading": "", "anchor_id": ""}
     store = _Store([StoreHit(row("x", text="full fine-tuning F1 0.94", **base), 1.0)])
     retrieve("F1 of full fine-tuning (no LoRA)", store, _Manifest(), None, RetrieveSettings())  # type: ignore[arg-type]
-    assert store.texts == ["F1 of full fine-tuning"]
+    assert set(store.texts) == {"F1 of full fine-tuning"}  # the content search and the fact search
+
+
+def test_notebooks_are_ranked_by_their_content_and_facts_shown_inside_them() -> None:
+    from nbrecall.config import RetrieveSettings
+
+    base = {"root": "/r", "heading": "", "anchor_id": ""}
+    store = _Store([
+        StoreHit(row("a1", nb="a", kind="code", anchor=1, notebook="a.ipynb", **base), 0.9),
+        # b's facts score higher than a's chunk, but b has no content chunk that matches: a stays first
+        StoreHit(row("b1", nb="b", kind="fact", anchor=3, notebook="b.ipynb", **base), 1.0),
+        StoreHit(row("b2", nb="b", kind="fact", anchor=4, notebook="b.ipynb", **base), 1.0),
+        StoreHit(row("a2", nb="a", kind="fact", anchor=2, notebook="a.ipynb", **base), 0.8),
+        StoreHit(row("a3", nb="a", kind="fact", anchor=1, notebook="a.ipynb", **base), 0.8),
+    ])
+    manifest = _Manifest()
+    manifest.indexed_shas = lambda among=None: {"a", "b"}  # type: ignore[method-assign]
+    manifest.facts = lambda sha: []  # type: ignore[attr-defined]
+    found = retrieve("anything", store, manifest, None, RetrieveSettings())  # type: ignore[arg-type]
+    assert [nb.nb_sha for nb in found.notebooks] == ["a"]
+    assert [(h.kind, h.cell) for h in found.notebooks[0].hits] == [("code", 1), ("fact", 2)]  # cell 1 shown once
+    assert sorted(map(str, store.kinds)) == sorted([str(["fact"]), str(["text", "code", "table", "scalar", "error",
+                                                                         "figure"])])
 
 
 def test_shown_hits_put_the_asked_for_kind_second_and_drop_the_weak_tail() -> None:

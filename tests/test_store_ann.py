@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nbrecall.index.store import AnnSettings, ChunkRow, LanceStore, SearchFilters
+from nbrecall.index.store import AnnSettings, LanceStore
+from nbrecall.records import ChunkRow, SearchFilters
 
 DIM = 32
 CENTRES = np.random.default_rng(0).normal(size=(30, DIM)).astype(np.float32)  # topics: IVF partitions follow them

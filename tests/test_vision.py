@@ -414,7 +414,7 @@ def test_markdown_attachments_and_data_uris_are_described_figures(
 def test_viewer_shows_the_description_under_the_image_and_convert_adds_it_with_the_flag(tmp_path: Path) -> None:
     from nbrecall.convert.markdown import ConvertOptions, convert_notebook
     from nbrecall.notebook.read import read_notebook
-    from nbrecall.vision.phase import description_line
+    from nbrecall.vision.describe import description_line
     from nbrecall.web.render import page_views
 
     data = tiny_png(6)

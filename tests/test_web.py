@@ -38,7 +38,7 @@ PILE_REL = "projects/2019/19-113/pile_capacity.ipynb"
 OLD_REL = "projects/2016/16-021/old_coefficients.ipynb"
 CONTRACT_KEYS = {
     "notebook", "root", "cell", "cells", "cell_id", "kind", "score", "heading", "snippet",
-    "year", "project", "author", "stale", "deprecated",
+    "year", "project", "author", "stale", "deprecated", "family", "versions", "checkpoint_of", "version_of",
 }  # fmt: skip
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -220,6 +220,7 @@ def test_openapi_schema_has_typed_responses(client: TestClient) -> None:
     paths = schema["paths"]
     assert set(paths) == {
         "/api/search", "/api/ask", "/api/notebooks/{nb_id}", "/api/notebooks/{nb_id}/cells/{index}", "/api/status",
+        "/api/progress",
     }  # fmt: skip
     ok = paths["/api/search"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
     assert ok == {"$ref": "#/components/schemas/SearchResponse"}

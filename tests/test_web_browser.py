@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CHROMIUM, import_or_missing
 from nbrecall.config import Settings
 from test_web_support import (
     BALLAST_REL,
@@ -25,7 +26,6 @@ from test_web_support import (
     make_app,
 )
 
-CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = REPO / "build" / "screenshots"
 CHROMIUM_ARGS = [
     "--headless",
@@ -36,10 +36,8 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="/usr/bin/chromium is absent: install Debian's `chromium` package to run these"
-)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the Python package) is not installed")
+pytestmark = pytest.mark.browser  # conftest checks chromium and playwright
+sync_api = import_or_missing("playwright.sync_api", "playwright (the Python package) is not installed")
 
 
 @pytest.fixture(scope="module")

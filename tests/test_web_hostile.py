@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from nbrecall.cli import app as cli_app
 from nbrecall.config import Settings, load_settings
-from nbrecall.index.store import SearchFilters
+from nbrecall.records import SearchFilters
 from nbrecall.web import security
 from nbrecall.web.heavy import RenderBusy, RenderFailed, RenderPool
 from nbrecall.web.security import CSP, allowed_hosts, html_nesting_exceeds, sanitize_svg, sign_in_cookie
@@ -349,7 +349,9 @@ def test_like_wildcards_in_the_author_filter_are_literal(client: TestClient) -> 
     assert authors("solberg")  # a plain substring still matches
     assert authors("%") == set() and authors("_") == set() and authors("s_lberg") == set()
     assert authors("\\") == set()
-    where = SearchFilters(author="50%_a\\b").where() or ""
+    from nbrecall.index.store import lance_where
+
+    where = lance_where(SearchFilters(author="50%_a\\b")) or ""
     assert "LIKE '%50\\%\\_a\\\\b%' ESCAPE '\\'" in where
 
 
@@ -415,7 +417,7 @@ def test_long_outputs_are_cut_before_the_reader_with_their_true_sizes(client: Te
     small = {"output_type": "stream", "name": "stdout", "text": "ok\n"}
     assert shrink_output(small) == (small, {})
     # a page reads only its cells, cut: the reader accepts them, and the outputs carry their true lengths
-    from nbrecall.ingest.manifest import CellRecord
+    from nbrecall.records import CellRecord
     from nbrecall.web.worker import CellText, _slice_cells
 
     record = CellRecord("x", 0, "big-0", "code", 1, "train()", "")

@@ -47,7 +47,7 @@ def shas(rendered: tuple[Settings, dict[str, str]]) -> dict[str, str]:
 def test_search_api_groups_carry_render_status_and_warning(client: TestClient, shas: dict[str, str]) -> None:
     data = client.get("/api/search", params={"q": "ballast", "k": 10}).json()
     for hit in data["results"]:
-        assert set(hit) == CONTRACT_KEYS  # the JSON contract is unchanged
+        assert set(hit) == CONTRACT_KEYS | ({"fact"} if hit["kind"] == "fact" else set())  # the JSON contract
     groups = {g["path"]: g for g in data["notebooks"]}
     assert set(groups) == {RENDER_CHANGED_REL, RENDER_STALE_REL, RENDER_PLAIN_REL}
     changed, stale, plain = groups[RENDER_CHANGED_REL], groups[RENDER_STALE_REL], groups[RENDER_PLAIN_REL]

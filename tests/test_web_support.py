@@ -21,8 +21,8 @@ from nbformat import v4
 
 from conftest import HashEmbedder
 from nbrecall.config import Settings, load_settings
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
-from nbrecall.ingest.manifest import Manifest
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.service import Archive
 
@@ -122,7 +122,7 @@ def index_archive(archive: Path, settings: Settings) -> dict[str, str]:
     """Index `archive` with the HashEmbedder; the indexed notebooks' content hashes by relative path."""
     embedder = HashEmbedder()
     run_index([archive], settings, embedder, LanceStore(settings.index_dir / "lance", embedder.dim))
-    manifest = Manifest(settings.index_dir / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(settings.index_dir / "manifest.sqlite", readonly=True)
     try:
         return {rec.rel: rec.sha256 for rec in manifest.contents("indexed")}
     finally:

@@ -8,15 +8,10 @@ caches (models, embedding cache, renders, the stored API key).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import sys
 
 from nbrecall.config import Settings
-
-if TYPE_CHECKING:
-    from nbrecall.index.pg_store import PgStore
-    from nbrecall.index.store import LanceStore
-    from nbrecall.ingest.manifest import Manifest
-    from nbrecall.ingest.pg_manifest import PgManifest
+from nbrecall.protocols import Manifest, Store
 
 
 def store_url(settings: Settings) -> str | None:
@@ -29,12 +24,12 @@ def describe(settings: Settings) -> str:
     url = store_url(settings)
     if url is None:
         return str(settings.index_dir)
-    from nbrecall.index.pg_db import redact
+    from nbrecall.index.faults import redact
 
     return f"{redact(url)} (schema {settings.store.schema})"
 
 
-def open_store(settings: Settings, dim: int) -> LanceStore | PgStore:
+def open_store(settings: Settings, dim: int) -> Store:
     """The chunk store of these settings, for vectors of `dim` dimensions."""
     url = store_url(settings)
     if url is None:
@@ -46,21 +41,22 @@ def open_store(settings: Settings, dim: int) -> LanceStore | PgStore:
     return PgStore.connect(url, dim, settings.store.schema)
 
 
-def open_manifest(settings: Settings, readonly: bool = False, store: Any = None) -> Manifest | PgManifest:
+def open_manifest(settings: Settings, readonly: bool = False, store: Store | None = None) -> Manifest:
     """The manifest of these settings. Given a `PgStore`, the manifest shares its connection, so a batch's chunk
     write and manifest write commit in one transaction."""
-    from nbrecall.index.pg_store import PgStore  # light: psycopg is imported only when connecting
-
-    if isinstance(store, PgStore):
-        from nbrecall.ingest.pg_manifest import PgManifest
+    # A PgStore can only exist once its module is imported: not importing it here keeps `status` and the other
+    # readers of the embedded manifest from loading numpy and pyarrow (~0.2 s) for nothing.
+    pg_store = sys.modules.get("nbrecall.index.pg_store")
+    if pg_store is not None and isinstance(store, pg_store.PgStore):
+        from nbrecall.index.pg_manifest import PgManifest
 
         return PgManifest(store.db, readonly)
     url = store_url(settings)
     if url is None:
-        from nbrecall.ingest.manifest import Manifest
+        from nbrecall.index.manifest import SqliteManifest
 
-        return Manifest(settings.index_dir / "manifest.sqlite", readonly=readonly)
-    from nbrecall.ingest.pg_manifest import PgManifest
+        return SqliteManifest(settings.index_dir / "manifest.sqlite", readonly=readonly)
+    from nbrecall.index.pg_manifest import PgManifest
 
     return PgManifest.connect(url, settings.store.schema, readonly=readonly)
 

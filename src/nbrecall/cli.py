@@ -12,14 +12,41 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperCommand, TyperGroup
 
 from nbrecall.backends import describe
 from nbrecall.config import ConfigError, Settings, load_settings
 
-app = typer.Typer(
+
+class _FlagsWithoutType:
+    """Help that lists a flag without a `<bool>` after it: a flag takes no value (typer shows every option's
+    type, flags included)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class _Command(_FlagsWithoutType, TyperCommand):
+    pass
+
+
+class _Group(_FlagsWithoutType, TyperGroup):
+    pass
+
+
+class _Typer(typer.Typer):
+    def command(self, *args: Any, cls: Any = None, **kwargs: Any) -> Any:
+        return super().command(*args, cls=cls or _Command, **kwargs)
+
+
+app = _Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
-    help="Searchable, answerable memory for an archive of Jupyter notebooks.",
 )
 def _console(stderr: bool = False) -> Console:
     """A console that wraps at the terminal's width, and not at all when the output is a file or a pipe (Rich's
@@ -38,6 +65,33 @@ def _plain(value: object) -> str:
     from rich.markup import escape
 
     return escape(str(value))
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from nbrecall import __version__
+
+        try:
+            number = version("nbrecall")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            number = __version__
+        sys.stdout.write(f"nbrecall {number}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Searchable, answerable memory for an archive of Jupyter notebooks.
+
+    Start with `nbrecall serve ROOT`: the page is up at once and ROOT is indexed behind it. `search` and `ask`
+    answer through a running `serve` of the same index when there is one (it has the store and model loaded).
+    """
 
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="nbrecall.toml to read (default ./nbrecall.toml).")
@@ -68,7 +122,7 @@ def _executor(settings: Settings, kind: str | None, workers: int | None = None):
     """The executor `--executor` or [executor] names; a bad name, missing Ray or an unreachable cluster exits 2."""
     from rich.markup import escape
 
-    from nbrecall.ingest.executor import ExecutorError, make_executor
+    from nbrecall.executor import ExecutorError, make_executor
 
     cfg = settings.executor
     try:
@@ -79,16 +133,16 @@ def _executor(settings: Settings, kind: str | None, workers: int | None = None):
 
 
 def _settings(config: Path | None, index: Path | None = None, store: str | None = None) -> Settings:
+    flags: dict[str, Any] = {}
+    if index is not None:
+        flags["index_dir"] = str(index)
+    if store:
+        flags["store"] = {"url": store}
     try:
-        settings = load_settings(config)
+        return load_settings(config, flags=flags)
     except ConfigError as exc:
         err.print(f"[red]config error:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
-    if index is not None:
-        settings.index_dir = index
-    if store:
-        settings.store.url = store
-    return settings
 
 
 @contextmanager
@@ -157,8 +211,8 @@ def convert(
     options = ConvertOptions(max_output_chars=max_output_chars)
     figure_store = None
     if describe_figures:
-        from nbrecall.vision.describe import make_describer
-        from nbrecall.vision.phase import CachedDescriptions, FigureWork
+        from nbrecall.ingest.figures import CachedDescriptions, FigureWork
+        from nbrecall.vision.factory import make_describer
         from nbrecall.vision.store import FigureStore
 
         describer = make_describer(settings)
@@ -259,7 +313,7 @@ def _convert_summary(results: list) -> None:  # type: ignore[type-arg]
 def _filters(
     year: str | None, project: str | None, author: str | None, tag: str | None, include_deprecated: bool
 ):  # type: ignore[no-untyped-def]
-    from nbrecall.index.store import SearchFilters
+    from nbrecall.records import SearchFilters
 
     try:
         return SearchFilters.from_options(year, project, author, tag, include_deprecated)
@@ -274,6 +328,9 @@ AuthorOpt = Annotated[str | None, typer.Option("--author", help="Only notebooks 
 TagOpt = Annotated[str | None, typer.Option("--tag", help="Only notebooks with this tag.")]
 DeprecatedOpt = Annotated[
     bool, typer.Option("--include-deprecated", help="Also search deprecated notebooks.")
+]
+VersionsOpt = Annotated[
+    bool, typer.Option("--all-versions", help="Every version of a notebook family as a result of its own.")
 ]
 
 
@@ -301,10 +358,11 @@ def index(
     from rich.markup import escape
 
     from nbrecall.backends import index_exists
-    from nbrecall.ingest.executor import ExecutorError
+    from nbrecall.executor import ExecutorError
+    from nbrecall.index.embedder_from_settings import make_embedder
     from nbrecall.ingest.lock import IndexLocked
     from nbrecall.ingest.pipeline import run_index
-    from nbrecall.service import make_embedder, open_store
+    from nbrecall.service import open_store
 
     settings = _settings(config, index_dir, store)
     if no_vectors:
@@ -343,6 +401,9 @@ def index(
         except ExecutorError as exc:  # a worker cannot build like this run, or the cluster went away
             err.print(f"[red]executor error:[/red] {escape(str(exc))}; finished batches are kept", soft_wrap=True)
             raise typer.Exit(2) from exc
+        if progress.tasks[0].total is None:  # nothing to index or embed: say so, not `0/?`
+            progress.update(task, description="up to date", total=result.files, completed=result.files,
+                            rate="files checked")
     elapsed = time.perf_counter() - started
     table = Table(title=f"indexed into {describe(settings)} in {elapsed:.1f} s")
     table.add_column("what")
@@ -398,19 +459,29 @@ def search(
     author: AuthorOpt = None,
     tag: TagOpt = None,
     include_deprecated: DeprecatedOpt = False,
+    all_versions: VersionsOpt = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Find the cells that answer a question; results grouped by notebook."""
+    """Find the cells that answer a question; results grouped by notebook, one per family of versions.
+
+    Answered by a running `nbrecall serve` of the same index and settings when there is one (no start-up; set
+    NBRECALL_SERVER=off to open the index here instead)."""
     import json
 
+    _refuse_empty(query)
     settings = _settings(config, index_dir, store)
+    queries = [line.strip() for line in sys.stdin if line.strip()] if query == "-" else [query]
+    options = {"year": year, "project": project, "author": author, "tag": tag,
+               "include_deprecated": include_deprecated, "all_versions": all_versions}
+    queries = _search_through_server(settings, queries, k, as_json, options)
+    if not queries:
+        return
     archive = _open_archive(settings)
     filters = _filters(year, project, author, tag, include_deprecated)
-    queries = [line.strip() for line in sys.stdin if line.strip()] if query == "-" else [query]
     for text in queries:
         with _index_faults(settings, "searching"):
-            result = archive.search(text, filters)
+            result = archive.search(text, filters, all_versions=all_versions)
         hits = result.hits(k)
         if as_json:
             sys.stdout.write(
@@ -422,47 +493,145 @@ def search(
             _print_hits(text, result, k, archive.manifest)
 
 
+def _refuse_empty(text: str) -> None:
+    """An empty question is refused (exit 2), as the HTTP API refuses it (422)."""
+    if not text.strip():
+        err.print("[red]error:[/red] the question is empty: give some words to look for ('-' reads questions "
+                  "from stdin)")
+        raise typer.Exit(2)
+
+
+def _local_server(settings: Settings):  # type: ignore[no-untyped-def]
+    from nbrecall.web.local_server import find_server
+
+    return find_server(settings)
+
+
+SEARCH_NOTEBOOKS = 10  # notebooks a search groups its hits into (`Archive.search`'s default)
+
+
+def _search_through_server(
+    settings: Settings, queries: list[str], k: int, as_json: bool, options: dict[str, Any]
+) -> list[str]:
+    """Answer `queries` through a running `nbrecall serve` of this index (`web.local_server`); returns the ones
+    left to answer here (all of them without a usable server, the rest if it goes away midway)."""
+    import json
+
+    from nbrecall.web.local_server import ServerUnusable
+
+    server = _local_server(settings)
+    if server is None:
+        return queries
+    for position, text in enumerate(queries):
+        try:
+            payload = server.search(text, k, options)
+        except ServerUnusable:  # gone, hung, or a 422 for a filter: the direct path says why
+            return queries[position:]
+        # The direct path groups into at most 10 notebooks; the API into k: keep what it would show.
+        groups = payload.get("notebooks", [])[:SEARCH_NOTEBOOKS]
+        if as_json:
+            extra = ("nb_id", "url")
+            results = [{key: value for key, value in hit.items() if key not in extra}
+                       for group in groups for hit in group["hits"]][:k]
+            sys.stdout.write(json.dumps({"query": text, "results": results}, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        else:
+            _print_groups(text, [{**g, "warning": g.get("warning") if g.get("render_status") else None}
+                                 for g in groups], k)
+    return []
+
+
 _RENDER_STYLE = {"fresh": "green", "changed": "yellow", "stale": "red"}
 
 
 def _print_hits(text: str, result, k: int, manifest=None) -> None:  # type: ignore[no-untyped-def]
-    from rich.markup import escape
-
     from nbrecall.ingest.renders import render_summary
-    from nbrecall.search.retrieve import query_terms
 
-    out = _console()
-    terms = query_terms(text)
-    shown = 0
-    out.print(f"[b]{escape(text)}[/b]")
+    groups = []
     for nb in result.notebooks:
-        if shown >= k:
-            break
-        meta = " · ".join(str(x) for x in (nb.hits[0].year, nb.hits[0].project, nb.hits[0].author) if x)
-        flags = " [yellow]deprecated[/yellow]" if nb.hits[0].deprecated else ""
         content = manifest.content(nb.nb_sha) if manifest is not None else None
         render = render_summary(content.meta if content is not None else None)
-        if render["render_status"]:
-            style = _RENDER_STYLE[render["render_status"]]
-            flags += f" [{style}]re-rendered: {render['render_status']}[/{style}]"
-        elif nb.hits[0].stale:
+        first = nb.hits[0]
+        groups.append({
+            "path": nb.notebook, "year": first.year, "project": first.project, "author": first.author,
+            "deprecated": first.deprecated, "stale": first.stale, "render_status": render["render_status"],
+            "warning": render["warning"], "checkpoint_of": nb.checkpoint_of, "n_versions": nb.n_versions,
+            "versions": nb.versions,
+            "hits": [{"cell": h.cell, "kind": h.kind, "cell_id": h.cell_id, "heading": h.heading,
+                      "snippet": h.snippet, "notebook": h.notebook, "version_of": h.version_of,
+                      "checkpoint_of": h.checkpoint_of} for h in nb.hits],
+        })
+    _print_groups(text, groups, k)
+
+
+def _print_groups(text: str, groups: list[dict[str, Any]], k: int) -> None:
+    """Results as a person reads them: notebook by notebook (path, year · project · author, flags), then each
+    hit's cell, kind, cell id, heading and snippet with the query's words highlighted; at most `k` hits."""
+    from rich.markup import escape
+
+    out = _console()
+    terms: set[str] = set()
+    if out.is_terminal:  # highlighting is styling, which rich leaves out of a pipe: skip the search stack there
+        from nbrecall.search.terms import query_terms
+
+        terms = query_terms(text)
+    shown = 0
+    out.print(f"[b]{escape(text)}[/b]")
+    for nb in groups:
+        if shown >= k:
+            break
+        meta = " · ".join(str(x) for x in (nb["year"], nb["project"], nb["author"]) if x)
+        flags = " [yellow]deprecated[/yellow]" if nb["deprecated"] else ""
+        if nb["render_status"]:
+            style = _RENDER_STYLE[nb["render_status"]]
+            flags += f" [{style}]re-rendered: {nb['render_status']}[/{style}]"
+        elif nb["stale"]:
             flags += " [red]stale[/red]"
-        out.print(f"\n[b cyan]{escape(nb.notebook)}[/b cyan]  [dim]{escape(meta)}[/dim]{flags}")
-        if render["warning"]:
-            out.print(f"  [red]⚠ {escape(render['warning'])}[/red]")
-        for hit in nb.hits:
+        out.print(f"\n[b cyan]{escape(nb['path'])}[/b cyan]  [dim]{escape(meta)}[/dim]{flags}")
+        if nb.get("checkpoint_of"):
+            out.print(f"  [yellow]in an older checkpoint of {escape(nb['checkpoint_of'])}[/yellow]")
+        if nb["warning"]:
+            out.print(f"  [red]⚠ {escape(nb['warning'])}[/red]")
+        for hit in nb["hits"]:
             if shown >= k:
                 break
             shown += 1
-            snippet = escape(hit.snippet)
+            snippet = escape(hit["snippet"])
             for term in sorted(terms, key=len, reverse=True):
                 snippet = _highlight(snippet, term)
+            where = ""
+            if hit.get("version_of"):
+                where = (f" [yellow]in an older checkpoint of {escape(hit['checkpoint_of'])}[/yellow]"
+                         if hit.get("checkpoint_of")
+                         else f" [yellow]in another version: {escape(hit['notebook'])}[/yellow]")
             out.print(
-                f"  [magenta]Cell {hit.cell}[/magenta] [dim]{hit.kind} · #cell-id={escape(hit.cell_id)} · "
-                f"{escape(hit.heading)}[/dim]\n    {snippet}"
+                f"  [magenta]Cell {hit['cell']}[/magenta]{where} [dim]{hit['kind']} · "
+                f"#cell-id={escape(hit['cell_id'])} · {escape(hit['heading'])}[/dim]\n    {snippet}"
             )
-    if not result.notebooks:
+        n_versions, listed = nb.get("n_versions") or 0, nb.get("versions") or []
+        if n_versions:
+            out.print(f"  [dim]{n_versions} other version{'s' if n_versions > 1 else ''}:[/dim]")
+            for version in listed:
+                out.print(f"    [dim]{escape(_version_line(version))}[/dim]")
+            if n_versions > len(listed):
+                out.print(f"    [dim]… and {n_versions - len(listed)} more[/dim]")
+    if not groups:
         out.print("no results")
+
+
+def _version_line(version: dict) -> str:  # type: ignore[type-arg]
+    """One other version of a family as the CLI lists it: path · year · author · modified, and its flags."""
+    parts = [str(version["notebook"])]
+    parts += [str(version[key]) for key in ("year", "author") if version.get(key)]
+    if version.get("modified"):
+        parts.append(f"modified {version['modified']}")
+    if version.get("checkpoint_of"):
+        parts.append(f"checkpoint of {version['checkpoint_of']}")
+    if version.get("deprecated"):
+        parts.append("deprecated")
+    if version.get("matched"):
+        parts.append("matches too")
+    return " · ".join(parts)
 
 
 def _highlight(text: str, term: str) -> str:
@@ -500,6 +669,13 @@ def status(
         stats = manifest.stats()
     share = stats["embedded"] / stats["chunks"] if stats["chunks"] else 1.0
     figures = _figure_counts(settings, manifest)
+    from nbrecall.index.family_store import family_store
+
+    families = family_store(manifest)
+    family_counts: tuple[int, int] | None = None
+    if families is not None:
+        with _index_faults(settings, "reading"):
+            family_counts = families.counts()
     if as_json:
         with _index_faults(settings, "reading"):
             quarantine = [
@@ -510,6 +686,8 @@ def status(
             renders = manifest.render_counts()
             last = manifest.last_run()
         counts = {key.replace(" ", "_"): value for key, value in stats.items()}
+        if family_counts is not None:
+            counts["families"], counts["notebooks_in_families"] = family_counts
         links = [{"path": str(rel), "target": str(target)} for rel, target in last.get("outside_links") or []]
         document = {"index": describe(settings), "counts": counts,
                     "embedding_progress": round(share, 4), "renders": renders, "quarantined": quarantine,
@@ -527,6 +705,9 @@ def status(
         for key in ("described", "waiting", "failed"):
             table.add_row(f"figures {key}", f"{figures[key]:,}")
         table.add_row("figure description cache", f"{figures['cache_bytes'] / 1024:,.0f} KiB")
+    if family_counts is not None:
+        table.add_row("notebook families (2+ versions)", f"{family_counts[0]:,}")
+        table.add_row("  notebooks in them", f"{family_counts[1]:,}")
     out.print(table)
     renders = manifest.render_counts()
     if renders:
@@ -589,6 +770,7 @@ def eval_command(
         bool, typer.Option("--baselines", help="Also run the naive-loader baselines.")
     ] = False,
     show_misses: Annotated[bool, typer.Option("--misses", help="List the queries that missed.")] = False,
+    all_versions: VersionsOpt = False,
     answers: Annotated[
         bool, typer.Option("--answers", help="Measure the extractive answers instead (value@1, value@3, cell@1, "
                            "and the share of value questions whose value is in the LLM context).")
@@ -596,10 +778,11 @@ def eval_command(
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Measure retrieval on a query set: nb@1, nb@3, nb@5, MRR and cell@10c, overall and per kind; with
-    --answers, the answers: the expected value first (value@1) or among three (value@3), a right first cell."""
+    """Measure retrieval on a query set: nb@1, nb@3, nb@5, MRR and cell@10c, overall and per kind, and the
+    distinct notebook families among the first five results; with --answers, the answers: the expected value
+    first (value@1) or among three (value@3), a right first cell."""
     from nbrecall.backends import index_exists
-    from nbrecall.search.evaluate import evaluate, load_queries
+    from nbrecall.search.evaluate import evaluate, load_queries, resolve_copies
 
     settings = _settings(config, index_dir, store)
     with _index_faults(settings, "opening"):
@@ -612,9 +795,10 @@ def eval_command(
     if answers:
         _eval_answers(archive, settings, items, root, show_misses)
         return
+    resolve_copies(items, root)
 
     def run(text: str) -> list[dict]:  # type: ignore[type-arg]
-        return [h.contract() for h in archive.search(text).hits(30)]
+        return [h.contract() for h in archive.search(text, all_versions=all_versions).hits(30)]
 
     tables = {"nbrecall": evaluate(items, run)}
     if baselines:
@@ -626,13 +810,13 @@ def eval_command(
             for mode in ("bm25", "dense"):
                 tables[f"{name} {mode}"] = evaluate(items, baseline_search(baseline, archive.embedder, mode))
     out = _console()
-    columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c"]
-    overall = Table(title=f"{len(items)} queries over {root}")
+    columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c", "cell@10c+", "fam@5"]
+    overall = Table(title=f"{len(items)} queries over {root}" + (" (all versions)" if all_versions else ""))
     overall.add_column("system")
     for column in columns:
         overall.add_column(column, justify="right")
     for name, (table, _outcomes) in tables.items():
-        overall.add_row(name, *(f"{table['all'][c]:.3f}" for c in columns))
+        overall.add_row(name, *(f"{table['all'].get(c, float('nan')):.3f}" for c in columns))
     out.print(overall)
     table, outcomes = tables["nbrecall"]
     kinds = Table(title="nbrecall per kind")
@@ -641,7 +825,7 @@ def eval_command(
     for column in columns:
         kinds.add_column(column, justify="right")
     for kind, values in table.items():
-        kinds.add_row(kind, str(int(values["n"])), *(f"{values[c]:.3f}" for c in columns))
+        kinds.add_row(kind, str(int(values["n"])), *(f"{values.get(c, float('nan')):.3f}" for c in columns))
     out.print(kinds)
     if show_misses:
         for outcome in outcomes:
@@ -695,6 +879,25 @@ def _eval_answers(archive, settings: Settings, items: list, root: Path, show_mis
 
 @app.command()
 def serve(
+    roots: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Folders (or notebooks) to index in the background while serving; without them, "
+                       "serve the index as it is."),
+    ] = None,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", help="Index again what changes under ROOT (file-system events, debounced): a "
+                     "notebook saved there is searchable within a minute."),
+    ] = False,
+    every: Annotated[
+        str | None,
+        typer.Option("--every", help="Also look for changes under ROOT this often (30s, 10m, 1h): network shares "
+                     "(SMB, NFS) send no events for changes made on other machines."),
+    ] = None,
+    no_vectors: Annotated[
+        bool, typer.Option("--no-vectors", help="With ROOT: keyword index only; skip embedding.")
+    ] = False,
+    executor: ExecutorOpt = None,
     index_dir: IndexOpt = None,
     host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback needs a token.")] = (
         "127.0.0.1"
@@ -723,9 +926,30 @@ def serve(
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Serve the search page, the notebook viewer and the HTTP API (uvicorn)."""
+    """Serve the search page, the notebook viewer and the HTTP API (uvicorn).
+
+    With ROOT the page is up at once and ROOT is indexed behind it, batch by batch (keyword-searchable first,
+    vectors after, as `nbrecall index` does); the page shows how far it is and answers from what is indexed so
+    far. `--watch` and `--every` keep it fresh afterwards."""
     from nbrecall.web.security import allowed_hosts, bind_refusal
 
+    roots = list(roots or [])
+    for root in roots:
+        if not root.exists():
+            err.print(f"[red]error:[/red] {root}: no such file or folder")
+            raise typer.Exit(2)
+    if (watch or every or no_vectors) and not roots:
+        err.print("[red]error:[/red] --watch, --every and --no-vectors need ROOT: the folders to index")
+        raise typer.Exit(2)
+    every_seconds = None
+    if every:
+        from nbrecall.ingest.live import parse_duration
+
+        try:
+            every_seconds = parse_duration(every)
+        except ValueError as exc:
+            err.print(f"[red]error:[/red] --every {_escape_markup(str(exc))}")
+            raise typer.Exit(2) from exc
     token = token or None
     refusal = bind_refusal(host, token)
     if refusal:
@@ -735,17 +959,26 @@ def serve(
         err.print("[red]error:[/red] HTTPS needs both --ssl-certfile and --ssl-keyfile")
         raise typer.Exit(2)
     settings = _settings(config, index_dir, store)
+    if no_vectors:
+        settings.embed.enabled = False
     hosts = allowed_hosts(host, [*settings.serve.allowed_hosts, *(allowed_host or [])])
     from nbrecall.service import IndexMissing
     from nbrecall.web.app import UVICORN_OPTIONS, create_app, uvicorn_log_config
 
+    live = None
     try:
         with _index_faults(settings, "opening"):
-            web = create_app(settings, token=token, allowed_hosts=hosts)
+            if roots:
+                live, archive = _live_indexer(settings, roots, watch, every_seconds, executor)
+                web = create_app(settings, token=token, allowed_hosts=hosts, archive=archive, live=live)
+            else:
+                web = create_app(settings, token=token, allowed_hosts=hosts)
     except IndexMissing as exc:
         err.print(f"[red]error:[/red] {_plain(exc)}")
         raise typer.Exit(2) from exc
     import uvicorn
+
+    from nbrecall.web.local_server import ServerRecord
 
     scheme = "https" if ssl_certfile else "http"
     shown = f"[{host}]" if ":" in host else host
@@ -753,6 +986,12 @@ def serve(
     err.print(f"answering Host names: {', '.join(hosts)}", soft_wrap=True)
     if token:
         err.print(f"open {scheme}://{shown}:{port}/?token=<your token> once to sign in this browser")
+    if live is not None:
+        how = " and watching it" if watch else ""
+        how += f", looking for changes every {every}" if every else ""
+        err.print(f"indexing {', '.join(map(str, roots))} in the background{how}: the page shows how far it is",
+                  soft_wrap=True)
+        live.start()
     web.state.web.heavy.start()  # the render processes, ready before the first viewer page
     tls: dict[str, str] = {}
     if ssl_certfile and ssl_keyfile:
@@ -767,9 +1006,35 @@ def serve(
             super().handle_exit(sig, frame)
 
     try:
+        record = ServerRecord.announce(settings, host, port, token=bool(token), tls=bool(tls))
+        web.server_instance = record.instance  # type: ignore[attr-defined]
+    except OSError as exc:  # a read-only index folder: serve anyway; the CLI opens the index itself
+        record = None
+        err.print(f"[yellow]note:[/yellow] {_escape_markup(str(exc))}: `search` and `ask` will not use this server",
+                  soft_wrap=True)
+    try:
         Server(config).run()
     finally:
+        if record is not None:
+            record.withdraw(settings)
         web.state.web.close()
+
+
+def _live_indexer(  # type: ignore[no-untyped-def]
+    settings: Settings, roots: list[Path], watch: bool, every: float | None, executor: str | None
+):
+    """The background indexing of `serve ROOT`, on an index created now if there is none: the server's archive
+    and the indexer share the embedder and the store (one model, one set of caches in memory)."""
+    from nbrecall.ingest.live import LiveIndexer
+    from nbrecall.service import Archive, make_embedder, prepare_index
+
+    _executor(settings, executor).close()  # a bad name or an unreachable cluster is said now (exit 2)
+    embedder = make_embedder(settings)
+    store = prepare_index(settings, embedder)
+    archive = Archive(settings, _embedder=embedder, _store=store)
+    live = LiveIndexer(roots, settings, embedder, store, watch=watch, every=every,
+                       make_executor=lambda: _executor(settings, executor))
+    return live, archive
 
 
 def _escape_markup(text: str) -> str:
@@ -798,20 +1063,25 @@ def ask(
     (answer.base_url / NBRECALL_LLM_BASE_URL), else the best matching value, row or sentence."""
     import json
 
-    from nbrecall.answer.answer import stream_answer
-
-    if not question.strip():
+    if not question.strip():  # as _refuse_empty, with an example of a question
         err.print("[red]error:[/red] the question is empty: ask something, e.g. nbrecall ask \"what ballast volume "
                   "did we use aft\"")
         raise typer.Exit(2)
     settings = _settings(config, index_dir, store)
     if extractive:
         settings.answer.base_url = None
-    archive = _open_archive(settings)
-    filters = _filters(year, project, author, tag, include_deprecated)
+    options = {"year": year, "project": project, "author": author, "tag": tag,
+               "include_deprecated": include_deprecated}
+    events = _answer_through_server(settings, question, options)
+    if events is None:
+        from nbrecall.answer.answer import stream_answer
+
+        archive = _open_archive(settings)
+        filters = _filters(year, project, author, tag, include_deprecated)
+        events = stream_answer(question, archive, settings, filters)
     final = None
     streamed = False
-    for event in stream_answer(question, archive, settings, filters):
+    for event in events:
         if event.type == "done":
             final = event.answer
         elif as_json:
@@ -842,17 +1112,47 @@ def ask(
     sys.stdout.flush()
 
 
+def _answer_through_server(settings: Settings, question: str, options: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """The answer's events from a running `nbrecall serve` of this index and settings, as `AnswerEvent`s; None
+    when there is none (or it does not answer): the caller answers here."""
+    from nbrecall.web.local_server import ServerUnusable
+
+    server = _local_server(settings)
+    if server is None:
+        return None
+    try:
+        stream = server.ask(question, options)
+    except ServerUnusable:
+        return None
+    from nbrecall.answer.types import Answer, AnswerEvent, Citation
+
+    def events():  # type: ignore[no-untyped-def]
+        for data in stream:
+            answer = data.get("answer")
+            citation = data.get("citation")
+            yield AnswerEvent(
+                str(data.get("type", "")), text=str(data.get("text", "")),
+                citation=Citation(**citation) if citation else None,
+                answer=Answer(
+                    answer["question"], answer["text"], [Citation(**c) for c in answer.get("citations", [])],
+                    answer.get("mode", "extractive"), answer.get("notice"),
+                ) if answer else None,
+            )
+
+    return events()
+
+
 @app.command()
 def mcp(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt = None) -> None:
     """Run a Model Context Protocol server over stdio: tools `search`, `ask` and `get_cell` on this index."""
-    from nbrecall.answer.mcp_server import serve_stdio
+    from nbrecall.mcp_server import serve_stdio
 
     settings = _settings(config, index_dir, store)
     archive = _open_archive(settings)
     serve_stdio(archive, settings)
 
 
-key_app = typer.Typer(no_args_is_help=True, help="API keys for the LLM endpoint, stored encrypted (Fernet).")
+key_app = _Typer(cls=_Group, no_args_is_help=True, help="API keys for the LLM endpoint, stored encrypted (Fernet).")
 app.add_typer(key_app, name="key")
 
 
@@ -873,7 +1173,7 @@ def key_set(index_dir: IndexOpt = None, config: ConfigOpt = None, purpose: KeyFo
 
     Needs NBRECALL_SECRET_KEY_FILE (a file holding a Fernet key) or NBRECALL_SECRET_KEY.
     """
-    from nbrecall.answer.keys import KeyStoreError, load_fernet, store_api_key
+    from nbrecall.keys import KeyStoreError, load_fernet, store_api_key
 
     settings = _settings(config, index_dir)
     try:
@@ -897,7 +1197,7 @@ def key_set(index_dir: IndexOpt = None, config: ConfigOpt = None, purpose: KeyFo
 @key_app.command("clear")
 def key_clear(index_dir: IndexOpt = None, config: ConfigOpt = None, purpose: KeyForOpt = "llm") -> None:
     """Forget the stored LLM (or --for vision) API key."""
-    from nbrecall.answer.keys import KeyStoreError, clear_api_key, secrets_path
+    from nbrecall.keys import KeyStoreError, clear_api_key, secrets_path
 
     settings = _settings(config, index_dir)
     try:
@@ -980,7 +1280,7 @@ def render(
     if options.backend not in BACKENDS:
         err.print(f"[red]error:[/red] --backend {options.backend}: not one of {', '.join(BACKENDS)}")
         raise typer.Exit(2)
-    from nbrecall.ingest.executor import ExecutorError, parse_kind
+    from nbrecall.executor import ExecutorError, parse_kind
 
     try:
         distributed = parse_kind(executor or settings.executor.kind)[0] == "ray"

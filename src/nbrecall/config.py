@@ -1,18 +1,28 @@
-"""One configuration object, read from `nbrecall.toml` and the environment, passed to every stage.
+"""One configuration object, read from `nbrecall.toml`, the environment and the CLI's flags, passed to every stage.
 
-Precedence: command-line flags (applied by the CLI) > environment variables > `nbrecall.toml` > defaults.
-The file is looked up as `--config PATH`, else `$NBRECALL_CONFIG`, else `./nbrecall.toml`; every setting is
-optional. See README.md for the documented settings.
+Precedence: command-line flags > environment variables > `nbrecall.toml` > defaults. The file is looked up as
+`--config PATH`, else `$NBRECALL_CONFIG`, else `./nbrecall.toml`; every setting is optional. See README.md for the
+documented settings. The sections are plain dataclasses; all three sources are merged into one dict and validated
+at once by pydantic against them (strict types, unknown keys refused), so `batch_size = "32"` is an error that
+names the file and the key, not a string that breaks a run later.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Strict, TypeAdapter, ValidationError
+
+# Every section: strict types (no "32" for 32, no 1 for true) and no unknown keys. Validated as JSON (what TOML,
+# the environment and flags amount to), where strict mode takes a table for a section and text for a path.
+_STRICT = ConfigDict(extra="forbid", strict=True)
+PathText = Annotated[Path, Strict(False)]
 
 
 @dataclass
@@ -20,13 +30,16 @@ class DiscoverSettings:
     """Which files under the roots count as notebooks."""
 
     skip_hidden: bool = True
-    exclude: list[str] = field(default_factory=lambda: [".ipynb_checkpoints"])
+    exclude: list[str] = field(default_factory=list)  # folder names never entered
     follow_symlinks: bool = False
+    # "versions": `.ipynb_checkpoints` copies are indexed as versions of their notebook (hidden from results, their
+    # own content findable, labelled "in an older checkpoint of ..."); "skip": never read (as before)
+    checkpoints: str = "versions"
 
 
 @dataclass
 class MetadataSettings:
-    """Path rules and deprecation rules (DESIGN §5)."""
+    """Path rules and deprecation rules (architecture §7)."""
 
     path_rules: list[str] = field(default_factory=list)
     deprecated_tags: list[str] = field(default_factory=lambda: ["deprecated"])
@@ -57,11 +70,12 @@ class EmbedConfig:
     threads: int = 0
     enabled: bool = True
     cache_dir: str | None = None  # where the built ONNX model is cached; default <index>/models
+    api_key: str | None = None  # the endpoint's key (`kind = "openai"`), or $NBRECALL_EMBED_API_KEY
 
 
 @dataclass
 class RetrieveSettings:
-    """Fan-out and priors of retrieval (DESIGN §6)."""
+    """Fan-out and priors of retrieval (architecture §8)."""
 
     fanout: int = 50
     hits_per_notebook: int = 5  # distinct cells shown per notebook
@@ -77,8 +91,26 @@ class RetrieveSettings:
 
 
 @dataclass
+class FamilySettings:
+    """Notebook families (`nbrecall.ingest.families`): copies and versions of one notebook shown as one result.
+
+    Two notebooks are versions when most lines of the smaller one (sources and outputs) are in the larger one
+    (`threshold`) and they share at least `min_jaccard` of their lines together (so a short notebook is not a
+    version of a long one that quotes it). Measured on the development corpora: see bench/README.md."""
+
+    enabled: bool = True
+    threshold: float = 0.7  # estimated share of the smaller notebook's distinct lines found in the larger one
+    min_jaccard: float = 0.3  # estimated Jaccard similarity of the two sets of lines; the LSH is tuned to it
+    min_shared: int = 10  # and at least this many lines in common (a header and a licence make no version)
+    num_perm: int = 128  # MinHash permutations (the estimate's standard error is about 0.5/sqrt(num_perm))
+    tie_margin: float = 0.0  # members scoring within this share of the best tie: the recent, healthy one wins
+    max_listed: int = 20  # other versions listed with a result
+    version_hits: int = 2  # cells of other versions that the shown one lacks, listed under it (0: none)
+
+
+@dataclass
 class AnswerSettings:
-    """The answer stage (DESIGN §7): an optional OpenAI-compatible chat endpoint and the context budget.
+    """The answer stage (architecture §9): an optional OpenAI-compatible chat endpoint and the context budget.
 
     Without `base_url` and `model` answers are extractive (no LLM). The API key never lives in the config file:
     it comes from $NBRECALL_LLM_API_KEY or from the encrypted store written by `nbrecall key set`.
@@ -121,7 +153,7 @@ class VisionSettings:
 
 @dataclass
 class RenderSettings:
-    """Re-rendering in a sandbox (DESIGN §9, `nbrecall render`); see `nbrecall.render.paths` for `path_map`."""
+    """Re-rendering in a sandbox (architecture §11, `nbrecall render`); see `nbrecall.render.paths` for `path_map`."""
 
     data_dir: str | None = None  # mounted read-only at /data; path_map targets are relative to it
     path_map: list[dict[str, str]] = field(default_factory=list)  # [[render.path_map]] from = .., to = ..
@@ -158,7 +190,7 @@ class StoreSettings:
 
 @dataclass
 class ExecutorSettings:
-    """Where `nbrecall index` parses/chunks and `nbrecall render` runs notebooks (`nbrecall.ingest.executor`).
+    """Where `nbrecall index` parses/chunks and `nbrecall render` runs notebooks (`nbrecall.executor`).
 
     `kind`: "local" (a process pool here; `render` keeps its own pool of `render.workers`), "ray" (attach to
     $RAY_ADDRESS or a cluster started here with `ray start`, else start a local one), "ray://HOST:PORT" (a remote
@@ -194,48 +226,103 @@ class ServeSettings:
 class Settings:
     """Everything configurable, in one object."""
 
-    index_dir: Path = field(default_factory=lambda: Path(".nbrecall"))
+    index_dir: PathText = field(default_factory=lambda: Path(".nbrecall"))
     discover: DiscoverSettings = field(default_factory=DiscoverSettings)
     metadata: MetadataSettings = field(default_factory=MetadataSettings)
     chunk: ChunkSettings = field(default_factory=ChunkSettings)
     embed: EmbedConfig = field(default_factory=EmbedConfig)
     retrieve: RetrieveSettings = field(default_factory=RetrieveSettings)
+    families: FamilySettings = field(default_factory=FamilySettings)
     answer: AnswerSettings = field(default_factory=AnswerSettings)
     vision: VisionSettings = field(default_factory=VisionSettings)
     render: RenderSettings = field(default_factory=RenderSettings)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
     serve: ServeSettings = field(default_factory=ServeSettings)
-    config_path: Path | None = None
+    config_path: PathText | None = None
+
+
+_SECTIONS: tuple[type, ...] = (DiscoverSettings, MetadataSettings, ChunkSettings, EmbedConfig, RetrieveSettings,
+                                AnswerSettings, VisionSettings, RenderSettings, StoreSettings, ExecutorSettings,
+                                ServeSettings, Settings)
+for _section in _SECTIONS:
+    _section.__pydantic_config__ = _STRICT  # type: ignore[attr-defined]  # a class attribute pydantic reads
+_SETTINGS = TypeAdapter(Settings)
 
 
 class ConfigError(ValueError):
     """A configuration file or value that cannot be used; the message names the file and the key."""
 
 
-def _apply(target: Any, values: dict[str, Any], where: str) -> None:
-    known = {f.name: f for f in fields(target)}
-    for key, value in values.items():
-        if key not in known:
-            raise ConfigError(f"{where}: unknown setting '{key}' (known: {', '.join(sorted(known))})")
-        current = getattr(target, key)
-        if is_dataclass(current):
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where}: '{key}' must be a table")
-            _apply(current, value, f"{where}.{key}")
-        elif isinstance(current, Path):
-            setattr(target, key, Path(value))
+def _problem(error: Any, where: str) -> str:
+    """One pydantic error as a user reads it: where, which key, what was wrong."""
+    loc = [str(part) for part in error["loc"]]
+    key = ".".join(["index", "dir"] if loc == ["index_dir"] else loc)
+    if error["type"] == "unexpected_keyword_argument":
+        section: Any = Settings
+        for part in loc[:-1]:
+            section = {f.name: f for f in fields(section)}[part].default_factory
+        known = sorted(f.name for f in fields(section) if f.name != "config_path")
+        return f"{where}: unknown setting '{key}' (known: {', '.join(known)})"
+    if error["type"] in ("dataclass_type", "dataclass_exact_type"):
+        return f"{where}: '{key}' must be a table"
+    return f"{where}: '{key}': {error['msg'].lower()} (got {error['input']!r})"
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
         else:
-            setattr(target, key, value)
+            merged[key] = value
+    return merged
 
 
-def load_settings(config: str | Path | None = None, env: dict[str, str] | None = None) -> Settings:
-    """Build `Settings` from the config file (if any) and the environment."""
+def _from_env(env: dict[str, str]) -> dict[str, Any]:
+    """The settings the environment sets, as a dict shaped like the file."""
+    values: dict[str, Any] = {}
+
+    def put(section: str, key: str, value: str) -> None:
+        values.setdefault(section, {})[key] = value
+
+    if env.get("NBRECALL_INDEX"):
+        values["index_dir"] = env["NBRECALL_INDEX"]
+    if env.get("NBRECALL_STORE"):
+        put("store", "url", env["NBRECALL_STORE"])
+    if env.get("NBRECALL_EXECUTOR"):
+        put("executor", "kind", env["NBRECALL_EXECUTOR"])
+    if env.get("NBRECALL_EMBED_URL"):
+        put("embed", "kind", "openai")
+        put("embed", "url", env["NBRECALL_EMBED_URL"])
+    if env.get("NBRECALL_MODEL_CACHE"):
+        put("embed", "cache_dir", env["NBRECALL_MODEL_CACHE"])
+    if env.get("NBRECALL_EMBED_MODEL"):
+        put("embed", "model", env["NBRECALL_EMBED_MODEL"])
+    if env.get("NBRECALL_EMBED_API_KEY"):
+        put("embed", "api_key", env["NBRECALL_EMBED_API_KEY"])
+    if env.get("NBRECALL_LLM_BASE_URL"):
+        put("answer", "base_url", env["NBRECALL_LLM_BASE_URL"])
+    if env.get("NBRECALL_LLM_MODEL"):
+        put("answer", "model", env["NBRECALL_LLM_MODEL"])
+    if env.get("NBRECALL_VISION_URL"):
+        put("vision", "kind", "openai")
+        put("vision", "url", env["NBRECALL_VISION_URL"])
+    if env.get("NBRECALL_VISION_MODEL"):
+        put("vision", "model", env["NBRECALL_VISION_MODEL"])
+    return values
+
+
+def load_settings(
+    config: str | Path | None = None, env: dict[str, str] | None = None, flags: dict[str, Any] | None = None
+) -> Settings:
+    """Build `Settings` from the config file (if any), the environment and `flags` (the CLI's, shaped like the
+    file: `{"index_dir": PATH, "store": {"url": URL}}`), validated together; ConfigError names file and key."""
     env = dict(os.environ if env is None else env)
-    settings = Settings()
     path = Path(config) if config else Path(env["NBRECALL_CONFIG"]) if env.get("NBRECALL_CONFIG") else None
     if path is None and Path("nbrecall.toml").is_file():
         path = Path("nbrecall.toml")
+    data: dict[str, Any] = {}
     if path is not None:
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -244,35 +331,22 @@ def load_settings(config: str | Path | None = None, env: dict[str, str] | None =
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
         index = data.pop("index", {})
+        if not isinstance(index, dict) or set(index) - {"dir"}:
+            raise ConfigError(f"{path}: [index] takes only 'dir'")
         if "dir" in index:
-            settings.index_dir = Path(index.pop("dir"))
-        _apply(settings, data, str(path))
-        settings.config_path = path
-        for rule in settings.metadata.path_rules:
-            try:
-                re.compile(rule)
-            except re.error as exc:
-                raise ConfigError(f"{path}: metadata.path_rules: bad regex {rule!r}: {exc}") from exc
-    if env.get("NBRECALL_INDEX"):
-        settings.index_dir = Path(env["NBRECALL_INDEX"])
-    if env.get("NBRECALL_STORE"):
-        settings.store.url = env["NBRECALL_STORE"]
-    if env.get("NBRECALL_EXECUTOR"):
-        settings.executor.kind = env["NBRECALL_EXECUTOR"]
-    if env.get("NBRECALL_EMBED_URL"):
-        settings.embed.kind = "openai"
-        settings.embed.url = env["NBRECALL_EMBED_URL"]
-    if env.get("NBRECALL_MODEL_CACHE"):
-        settings.embed.cache_dir = env["NBRECALL_MODEL_CACHE"]
-    if env.get("NBRECALL_EMBED_MODEL"):
-        settings.embed.model = env["NBRECALL_EMBED_MODEL"]
-    if env.get("NBRECALL_LLM_BASE_URL"):
-        settings.answer.base_url = env["NBRECALL_LLM_BASE_URL"]
-    if env.get("NBRECALL_VISION_URL"):
-        settings.vision.kind = "openai"
-        settings.vision.url = env["NBRECALL_VISION_URL"]
-    if env.get("NBRECALL_VISION_MODEL"):
-        settings.vision.model = env["NBRECALL_VISION_MODEL"]
-    if env.get("NBRECALL_LLM_MODEL"):
-        settings.answer.model = env["NBRECALL_LLM_MODEL"]
+            data["index_dir"] = index["dir"]
+        data["config_path"] = str(path)
+    # each source alone first, so an error names where it came from; then the merge, in order of precedence
+    for source, values in ((str(path), data), ("environment", _from_env(env)), ("flags", flags or {})):
+        try:
+            _SETTINGS.validate_json(json.dumps(values, default=str))
+        except ValidationError as exc:
+            raise ConfigError("; ".join(_problem(e, source) for e in exc.errors())) from exc
+    merged = _merge(_merge(data, _from_env(env)), flags or {})
+    settings = _SETTINGS.validate_json(json.dumps(merged, default=str))
+    for rule in settings.metadata.path_rules:
+        try:
+            re.compile(rule)
+        except re.error as exc:
+            raise ConfigError(f"{path}: metadata.path_rules: bad regex {rule!r}: {exc}") from exc
     return settings

@@ -1,4 +1,5 @@
-"""Answer a question from the archive (DESIGN §7): search, then an LLM answer over the context or an extractive one.
+"""Answer a question from the archive (architecture §9): search, then an LLM answer over the context or an
+extractive one.
 
 `stream_answer` yields `AnswerEvent`s: `notice` (why the answer is what it is: fallback, dropped citations),
 `token` (pieces of text as they come), `citation` (each cited cell, after the text) and finally `done` with the
@@ -17,14 +18,13 @@ from typing import TYPE_CHECKING
 
 from nbrecall.answer.compose import extractive_answer, pick_values
 from nbrecall.answer.context import Context, ContextValue, build_context
-from nbrecall.answer.keys import KeyStoreError, resolve_api_key
 from nbrecall.answer.llm import SYSTEM_PROMPT, LLMClient, LLMError, ThinkFilter, parse_citations, user_message
 from nbrecall.answer.question import read_question
 from nbrecall.answer.types import Answer, AnswerEvent
 from nbrecall.answer.values import RankedFact, rank_values
 from nbrecall.config import Settings
-from nbrecall.index.store import SearchFilters
-from nbrecall.ingest.manifest import CellRecord
+from nbrecall.keys import KeyStoreError, resolve_api_key
+from nbrecall.records import CellRecord, SearchFilters
 from nbrecall.search.retrieve import SearchResult
 
 if TYPE_CHECKING:

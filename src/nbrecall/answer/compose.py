@@ -1,4 +1,4 @@
-"""The extractive answer (DESIGN §7): the value, cell or sentence that best answers, copied and cited.
+"""The extractive answer (architecture §9): the value, cell or sentence that best answers, copied and cited.
 
 Nothing is generated. A value answer is a value fact as the notebook printed it, with up to two alternatives
 from other cells or notebooks ("also found"); a "where" answer names the notebook, the section and the cell that
@@ -24,7 +24,7 @@ from nbrecall.answer.question import Question, read_question
 from nbrecall.answer.sentences import term_answer
 from nbrecall.answer.types import Answer, Citation, FoundValue
 from nbrecall.answer.values import RankedFact, ValueWeights, rank_values
-from nbrecall.index.store import SearchFilters
+from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import SearchResult
 from nbrecall.search.terms import match, term_set
 
@@ -167,13 +167,13 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     if q.kind == "where":
         return place_answer(q, result, archive)
     if q.kind == "term":
-        found = term_answer(q, result, archive)
-        return found if found is not None else place_answer(
+        term = term_answer(q, result, archive)
+        return term if term is not None else place_answer(
             q, result, archive, "no defining sentence found; the closest cell is shown")
     if ranked is None:
         ranked = rank_values(q, result, archive, filters, weights)
     if q.subject and not any(t in found for t in q.subject) and ranked and \
-            pick_values(ranked)[0].signals.get("similarity", 0.0) < ABSENT_SUBJECT_SIMILARITY:
+            ranked[0].signals.get("similarity", 0.0) < ABSENT_SUBJECT_SIMILARITY:  # the value that would be given
         return place_answer(q, result, archive, f"no notebook found mentions “{' '.join(q.subject)}” and no "
                             "printed value is close in meaning: no value is given; the closest cell is shown")
     value = value_answer(q, result, archive, filters, weights, ranked)

@@ -1,4 +1,4 @@
-"""The LLM context of a question (DESIGN §7): the top notebooks' neighbourhoods in the LLM-addressable form.
+"""The LLM context of a question (architecture §9): the top notebooks' neighbourhoods in the LLM-addressable form.
 
 Each notebook block starts with ``# Notebook: PATH · year · project`` and holds its cells under the headers of the
 conversion (``## Cell [8] · type:code · In[5] · id:…``), sources fenced, outputs as text. The whole context stays
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from nbrecall.answer.types import Citation
 from nbrecall.convert.markdown import cell_header, fenced
 from nbrecall.convert.tokens import count_llm_tokens
-from nbrecall.ingest.manifest import CellRecord
+from nbrecall.records import CellRecord
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 
 TRUNCATED = "[… truncated for the context budget …]"

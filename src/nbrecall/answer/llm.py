@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ import httpx
 from nbrecall.answer.context import Context
 from nbrecall.answer.types import Citation
 from nbrecall.config import AnswerSettings
+from nbrecall.retry import wait_before_retry
 
 SYSTEM_PROMPT = """\
 You answer questions about an engineering firm's archive of Jupyter notebooks. Use only the notebook cells given \
@@ -219,11 +219,7 @@ class LLMClient:
         }
 
     def _wait(self, attempt: int, response: httpx.Response | None = None) -> None:
-        delay = self.backoff * (2**attempt)
-        retry_after = response.headers.get("retry-after", "") if response is not None else ""
-        if re.fullmatch(r"\d+(?:\.\d+)?", retry_after.strip()):
-            delay = max(delay, min(float(retry_after), 30.0))  # seconds form only; capped
-        time.sleep(delay)
+        wait_before_retry(attempt, self.backoff, response.headers.get("retry-after") if response is not None else None)
 
     def stream_chat(self, messages: list[dict[str, str]]) -> Iterator[str]:
         """Content pieces as they arrive (think blocks not yet removed). Raises `LLMError` on failure."""

@@ -7,13 +7,13 @@ again afterwards, by word overlap with the cell and the markdown above it, by th
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from nbrecall.answer.question import Question
 from nbrecall.answer.sentences import first_sentence
 from nbrecall.answer.types import Answer, Citation
-from nbrecall.ingest.manifest import CellRecord
+from nbrecall.notebook.headings import heading_paths as cell_heading_paths
+from nbrecall.records import CellRecord
 from nbrecall.search.retrieve import SearchResult
 
 if TYPE_CHECKING:
@@ -21,18 +21,8 @@ if TYPE_CHECKING:
 
 
 def heading_paths(cells: list[CellRecord]) -> dict[int, str]:
-    """For every cell, the heading path above it (`Title › Section`), from markdown `#` lines."""
-    stack: list[tuple[int, str]] = []
-    result: dict[int, str] = {}
-    for cell in cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                m = re.match(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$", line)
-                if m:
-                    level = len(m.group(1))
-                    stack = [(lv, t) for lv, t in stack if lv < level] + [(level, m.group(2).strip())]
-        result[cell.idx] = " › ".join(text for _, text in stack)
-    return result
+    """For every cell, the heading path above it (`Title › Section`, `notebook.headings.heading_paths`)."""
+    return cell_heading_paths((cell.idx, cell.cell_type == "markdown", cell.source) for cell in cells)
 
 
 def markdown_above(cells: dict[int, CellRecord], idx: int) -> CellRecord | None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from nbrecall.answer.question import Question
 from nbrecall.answer.types import Answer, Citation
-from nbrecall.ingest.manifest import CellRecord
+from nbrecall.records import CellRecord
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 from nbrecall.search.terms import Weights, term_set, terms
 

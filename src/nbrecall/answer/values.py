@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nbrecall.answer.question import Question
-from nbrecall.index.store import SearchFilters
 from nbrecall.notebook.facts import Fact
 from nbrecall.notebook.printed import NUMBER, to_number
+from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 from nbrecall.search.terms import Weights, match, term_set
 
@@ -40,25 +40,30 @@ if TYPE_CHECKING:
 
 @dataclass
 class ValueWeights:
-    """How the signals add up (see the module docstring); a weight of 0 turns a signal off (the ablation)."""
+    """How the signals add up (see the module docstring); a weight of 0 turns a signal off (the ablation).
+
+    Off by default (0.0): keyword, final, kind, unit, position, spread. Each was measured on both development sets
+    (bench/README.md, issue 13) and none raised a figure on either; turned off together they raised value@1 on
+    both (eval 0.800 → 0.867, eval2 0.614 → 0.636). They stay settable for an archive where they do help.
+    """
 
     similarity: float = 1.0
-    keyword: float = 0.3
+    keyword: float = 0.0
     notebook: float = 0.6
     cell: float = 0.6
     cell_similarity: float = 1.0  # the question against the cell's own chunks (its code, output, markdown)
     label: float = 1.0
     subject: float = 0.5  # the fact's name holds what the question asks about (its first noun phrase)
     context: float = 0.4
-    final: float = 0.1  # added for the last fact of its label in a cell, taken from the others
-    kind: float = 0.15  # added when the value is of the kind the question names (a count, a share)
+    final: float = 0.0  # added for the last fact of its label in a cell, taken from the others
+    kind: float = 0.0  # added when the value is of the kind the question names (a count, a share)
     given: float = 0.5  # taken away when the value is a number the question gives
     extreme: float = 0.3  # added for the max (min) of its series when the question asks for the most (least)
     excluded: float = 0.6  # taken away, times the share of the question's excluded terms the fact's place holds
     input: float = 0.3  # taken away from a constant the code sets (a value the notebook used but never showed)
-    unit: float = 0.3  # added when the question names the unit written with the value ("in pcm", "liters per hour")
-    position: float = 0.1  # earlier question terms weigh more in the name match (the subject comes first)
-    spread: float = 0.5  # a cell next to one retrieval found gets this share of its score, per cell of distance
+    unit: float = 0.0  # added when the question names the unit written with the value ("in pcm", "liters per hour")
+    position: float = 0.0  # earlier question terms weigh more in the name match (the subject comes first)
+    spread: float = 0.0  # a cell next to one retrieval found gets this share of its score, per cell of distance
     inputs: float = 0.5  # times the share of the question's numbers that the fact's cell sets or passes
     outside: float = 0.8  # multiplies the score of a fact whose notebook retrieval did not rank
 

@@ -1,4 +1,4 @@
-"""An SVG arc diagram of a notebook's static dependency hints (DESIGN §8).
+"""An SVG arc diagram of a notebook's static dependency hints (architecture §10).
 
 Code cells sit in document order on a horizontal line, labelled `[index]` and `In[n]`; an arc above the line
 runs from the cell that defines a name to the cell that uses it and carries the names. Out-of-order cells are

@@ -1,4 +1,4 @@
-"""Render one notebook as LLM-addressable markdown (DESIGN §8).
+"""Render one notebook as LLM-addressable markdown (architecture §10).
 
 Every cell sits under a compact header such as ``## Cell 5 code In[7]`` (plus ``id:d4e5f6`` when the id is the
 notebook's own; derived ids are in the report's cell map) so that "fix the error in cell 5" means something to a

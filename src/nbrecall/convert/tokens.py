@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 TOKENIZER_NAME = "cl100k_base via quicktok"
 
 
 @lru_cache(maxsize=1)
-def _encoding():  # type: ignore[no-untyped-def]
+def _encoding() -> Any:
     import quicktok
 
     return quicktok.get_encoding("cl100k_base")

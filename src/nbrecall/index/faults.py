@@ -16,7 +16,7 @@ import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 
 class IndexFault(RuntimeError):
@@ -78,8 +78,6 @@ def storage_fault(exc: BaseException, index_dir: Path | str, action: str = "writ
     if isinstance(exc, IndexFault):
         return exc
     if type(exc).__module__.split(".")[0] == "psycopg":  # the PostgreSQL store: name the server, not the folder
-        from nbrecall.index.pg_db import pg_fault
-
         return pg_fault(exc, action)
     d = Path(index_dir)
     text = _message(exc)
@@ -166,3 +164,76 @@ def _short(text: str, limit: int = 200) -> str:
     first = text.strip().splitlines()[0] if text.strip() else "unknown error"
     first = re.sub(r",\s*/\S+\.rs:\d+:\d+", "", first)
     return first[:limit]
+
+
+# -- the PostgreSQL store's faults (psycopg errors as `IndexFault`s; here so `pg_db` builds on this module) ---
+class StoreUnavailable(IndexFault):
+    """The PostgreSQL store cannot be reached or used: the message names the URL and says what to do."""
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+
+
+WHAT_TO_DO_PG = (
+    "Check that the PostgreSQL server is running and reachable, and that the URL (--store, NBRECALL_STORE or "
+    "[store] url in nbrecall.toml) is right; then run the command again."
+)
+
+
+def pg_fault(exc: BaseException, action: str, url: str | None = None) -> IndexFault | None:
+    """The `IndexFault` a psycopg error amounts to (lost connection, server down, no privileges), or None."""
+    import psycopg
+
+    if isinstance(exc, IndexFault):
+        return exc
+    if not isinstance(exc, psycopg.Error):
+        return None
+    where = redact(url) if url else _server_of(exc)
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return StoreUnavailable(
+            f"{where}: the PostgreSQL user may not do this while {action} ({first_line(exc)}). Grant it the "
+            "privileges on nbrecall's schema, or use another [store] schema.",
+            where,
+        )
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StoreUnavailable(
+            f"{where}: the PostgreSQL server is out of disk space while {action}. Free space on the server and "
+            "run `nbrecall index` again: the run resumes, and what was indexed before is intact.",
+            where,
+        )
+    if isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
+        return StoreUnavailable(
+            f"{where}: a write conflicted with another nbrecall process while {action} ({first_line(exc)}); "
+            "nothing half-written was kept: run the command again",
+            where,
+        )
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return StoreUnavailable(
+            f"{where}: the PostgreSQL store failed while {action} ({first_line(exc)}). {WHAT_TO_DO_PG}", where
+        )
+    return None
+
+
+def _server_of(exc: BaseException) -> str:
+    conn = getattr(exc, "pgconn", None)
+    if conn is None:
+        return "the PostgreSQL store"
+    try:
+        host = conn.host.decode() or "localhost"
+        return f"postgresql://{host}:{conn.port.decode()}/{conn.db.decode()}"
+    except Exception:
+        return "the PostgreSQL store"

@@ -8,27 +8,9 @@ convex combination keeps that margin.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass
-class FusionSettings:
-    method: str = "convex"  # "convex" | "rrf"
-    alpha: float = 0.5  # weight of the keyword side in "convex"
-    rrf_k: int = 60
-
-
-@dataclass
-class StoreHit:
-    """One chunk from a query: the fused score and what each list said about it."""
-
-    row: dict[str, Any]
-    score: float
-    keyword_rank: int | None = None
-    vector_rank: int | None = None
-    keyword_score: float = 0.0  # BM25 relative to the best in the list, 0..1
-    similarity: float = 0.0  # cosine similarity
+from nbrecall.records import FusionSettings, StoreHit
 
 
 def fuse(

@@ -17,9 +17,8 @@ import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-from nbrecall.index.faults import IndexFault
+from nbrecall.index.faults import WHAT_TO_DO_PG, StoreUnavailable, first_line, redact
 
 LOCK_BUCKETS = 256  # advisory locks per schema: a transaction holds at most this many, whatever its size
 
@@ -53,12 +52,28 @@ MANIFEST_MIGRATIONS: list[str] = [
         sha256 text NOT NULL, seq integer NOT NULL, idx integer NOT NULL, data jsonb NOT NULL,
         PRIMARY KEY (sha256, seq));
     """,
+    # 3: notebook families (`ingest.families`, `index.family_store`): MinHash signatures, their LSH bands, each
+    # content's family, the settings they were made with
+    """
+    CREATE TABLE IF NOT EXISTS family_sigs (
+        sha256 text PRIMARY KEY, size integer NOT NULL, sig bytea NOT NULL, pending smallint NOT NULL DEFAULT 1,
+        banded smallint NOT NULL DEFAULT 0);
+    CREATE INDEX IF NOT EXISTS family_sigs_pending ON family_sigs (pending) WHERE pending = 1;
+    CREATE INDEX IF NOT EXISTS family_sigs_unbanded ON family_sigs (banded) WHERE banded = 0;
+    CREATE TABLE IF NOT EXISTS family_bands (
+        band integer NOT NULL, key bigint NOT NULL, sha256 text NOT NULL, PRIMARY KEY (band, key, sha256));
+    CREATE TABLE IF NOT EXISTS families (sha256 text PRIMARY KEY, family text NOT NULL);
+    CREATE INDEX IF NOT EXISTS families_family ON families (family);
+    CREATE TABLE IF NOT EXISTS family_state (name text PRIMARY KEY, value text NOT NULL);
+    """,
 ]
 
 
 # The English stop words of LanceDB's keyword index: NLTK's list (PostgreSQL's english.stop and then the pieces of
 # contractions, "y", "ll", "won", "doesn", ...; forms with an apostrophe left out, no token has one). Found word by
 # word against lancedb 0.40: the 127 of english.stop alone left "y" and "ll" counted, 4-8% of some chunks' length.
+# A mirror of `search.terms.STOP_WORDS`, spelled out here because it is part of migration 2's SQL text (changing
+# it would change the migration); tests/test_keyword_terms.py checks the two lists hold the same words.
 _STOP_LIST = (
     "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers "
     "herself it its itself they them their theirs themselves what which who whom this that these those am is are "
@@ -86,7 +101,16 @@ STOP_WORDS = _STOP_LIST.split()
 # chunk, bounds its BM25 score without reading its tsvector (`PgStore.keyword`). Existing rows are tokenized
 # again, with their document frequencies; the HNSW index is dropped first (every row gets a new version: building
 # it again, which `finish_run` does, is cheaper than inserting each into it).
-_TOKENIZER_STEP = r"""
+_RETOKENIZE = """\
+    DROP INDEX IF EXISTS chunks_vector;
+    UPDATE chunks SET text = text;
+    DELETE FROM term_stats;
+    INSERT INTO term_stats (lexeme, ndoc)
+        SELECT word, ndoc FROM ts_stat('SELECT tsv FROM chunks WHERE tsv IS NOT NULL');
+    UPDATE text_stats
+        SET n_docs = (SELECT count(*) FROM chunks), avg_len = (SELECT coalesce(avg(ntok), 0) FROM chunks);
+"""  # what a tokenizer step ends with: every row tokenized again, the text statistics counted again
+_TOKENIZER_STEP = (r"""
     DO $$
     DECLARE
         here oid := (SELECT oid FROM pg_namespace WHERE nspname = current_schema());
@@ -145,14 +169,7 @@ _TOKENIZER_STEP = r"""
         END IF;
         RETURN NEW;
     END $$;
-    DROP INDEX IF EXISTS chunks_vector;
-    UPDATE chunks SET text = text;
-    DELETE FROM term_stats;
-    INSERT INTO term_stats (lexeme, ndoc)
-        SELECT word, ndoc FROM ts_stat('SELECT tsv FROM chunks WHERE tsv IS NOT NULL');
-    UPDATE text_stats
-        SET n_docs = (SELECT count(*) FROM chunks), avg_len = (SELECT coalesce(avg(ntok), 0) FROM chunks);
-""".replace("@STOP@", "'{" + ",".join(STOP_WORDS) + "}'")
+""" + _RETOKENIZE).replace("@STOP@", "'{" + ",".join(STOP_WORDS) + "}'")
 
 
 # Migration 3: folding recomposes what it did not strip (NFC after NFKD minus the Latin combining marks), as
@@ -169,14 +186,7 @@ _RECOMPOSE_STEP = r"""
                 NFC)
         END;
     END;
-    DROP INDEX IF EXISTS chunks_vector;
-    UPDATE chunks SET text = text;
-    DELETE FROM term_stats;
-    INSERT INTO term_stats (lexeme, ndoc)
-        SELECT word, ndoc FROM ts_stat('SELECT tsv FROM chunks WHERE tsv IS NOT NULL');
-    UPDATE text_stats
-        SET n_docs = (SELECT count(*) FROM chunks), avg_len = (SELECT coalesce(avg(ntok), 0) FROM chunks);
-"""
+""" + _RETOKENIZE
 
 
 def store_migrations(dim: int) -> list[str]:
@@ -231,80 +241,8 @@ def store_migrations(dim: int) -> list[str]:
     ]
 
 
-class StoreUnavailable(IndexFault):
-    """The PostgreSQL store cannot be reached or used: the message names the URL and says what to do."""
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 def is_postgres_url(url: str | None) -> bool:
     return bool(url) and str(url).split("://", 1)[0] in ("postgresql", "postgres")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
-
-
-_WHAT_TO_DO = (
-    "Check that the PostgreSQL server is running and reachable, and that the URL (--store, NBRECALL_STORE or "
-    "[store] url in nbrecall.toml) is right; then run the command again."
-)
-
-
-def pg_fault(exc: BaseException, action: str, url: str | None = None) -> IndexFault | None:
-    """The `IndexFault` a psycopg error amounts to (lost connection, server down, no privileges), or None."""
-    import psycopg
-
-    if isinstance(exc, IndexFault):
-        return exc
-    if not isinstance(exc, psycopg.Error):
-        return None
-    where = redact(url) if url else _server_of(exc)
-    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        return StoreUnavailable(
-            f"{where}: the PostgreSQL user may not do this while {action} ({_first_line(exc)}). Grant it the "
-            "privileges on nbrecall's schema, or use another [store] schema.",
-            where,
-        )
-    if isinstance(exc, psycopg.errors.DiskFull):
-        return StoreUnavailable(
-            f"{where}: the PostgreSQL server is out of disk space while {action}. Free space on the server and "
-            "run `nbrecall index` again: the run resumes, and what was indexed before is intact.",
-            where,
-        )
-    if isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
-        return StoreUnavailable(
-            f"{where}: a write conflicted with another nbrecall process while {action} ({_first_line(exc)}); "
-            "nothing half-written was kept: run the command again",
-            where,
-        )
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-        return StoreUnavailable(
-            f"{where}: the PostgreSQL store failed while {action} ({_first_line(exc)}). {_WHAT_TO_DO}", where
-        )
-    return None
-
-
-def _server_of(exc: BaseException) -> str:
-    conn = getattr(exc, "pgconn", None)
-    if conn is None:
-        return "the PostgreSQL store"
-    try:
-        host = conn.host.decode() or "localhost"
-        return f"postgresql://{host}:{conn.port.decode()}/{conn.db.decode()}"
-    except Exception:
-        return "the PostgreSQL store"
 
 
 def lock_classid(schema: str) -> int:
@@ -346,13 +284,13 @@ class PgDatabase:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.ProgrammingError as exc:  # a malformed conninfo
             raise StoreUnavailable(
-                f"{redact(self.url)}: not a valid PostgreSQL URL ({_first_line(exc)}); it reads "
+                f"{redact(self.url)}: not a valid PostgreSQL URL ({first_line(exc)}); it reads "
                 "postgresql://USER:PASSWORD@HOST:PORT/DB",
                 redact(self.url),
             ) from exc
         except psycopg.Error as exc:
             raise StoreUnavailable(
-                f"{redact(self.url)}: cannot connect to the PostgreSQL store ({_first_line(exc)}). {_WHAT_TO_DO}",
+                f"{redact(self.url)}: cannot connect to the PostgreSQL store ({first_line(exc)}). {WHAT_TO_DO_PG}",
                 redact(self.url),
             ) from exc
         self._conn = conn
@@ -408,6 +346,12 @@ class PgDatabase:
                 yield conn
         finally:
             self._depth -= 1
+
+    def current(self) -> Any:
+        """The connection of the open `transaction()`: a write method of the manifest runs inside one, never alone."""
+        if self._depth == 0:
+            raise RuntimeError("a manifest write outside `transaction()`")
+        return self._conn
 
     def close(self) -> None:
         if self._conn is not None and not self._conn.closed:
@@ -476,7 +420,7 @@ class PgDatabase:
         except psycopg.errors.InsufficientPrivilege as exc:
             raise StoreUnavailable(
                 f"{redact(self.url)}: the PostgreSQL user may not create nbrecall's tables in schema {self.schema} "
-                f"({_first_line(exc)}); grant it CREATE on the database, or have an administrator run "
+                f"({first_line(exc)}); grant it CREATE on the database, or have an administrator run "
                 "`nbrecall index` once",
                 redact(self.url),
             ) from exc
@@ -492,7 +436,7 @@ class PgDatabase:
             except psycopg.Error as exc:
                 raise StoreUnavailable(
                     f"{redact(self.url)}: the database has no pgvector extension and it cannot be created "
-                    f"({_first_line(exc)}); install pgvector on the server and have a superuser run "
+                    f"({first_line(exc)}); install pgvector on the server and have a superuser run "
                     "`CREATE EXTENSION vector;` in this database",
                     redact(self.url),
                 ) from exc

@@ -33,10 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
-from nbrecall.index.pg_db import PgDatabase, StoreUnavailable, clean_text, pg_fault, redact, store_migrations
-from nbrecall.index.store import CHUNK_COLUMNS, ChunkRow, SearchFilters
+from nbrecall.index.faults import StoreUnavailable, pg_fault, redact
+from nbrecall.index.fusion import fuse
+from nbrecall.index.pg_db import PgDatabase, clean_text, store_migrations
 from nbrecall.index.terms import keyword_query, keyword_text
+from nbrecall.records import CHUNK_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
 
 log = logging.getLogger("nbrecall.index")
 
@@ -60,8 +61,13 @@ _COPY_TYPES = [_PG_TYPES[c] for c in COLUMNS] + ["vector"]
 _COPY = f"COPY chunks ({', '.join(COLUMNS)}, vector) FROM STDIN (FORMAT BINARY)"
 
 
+def _as_array(vector: Any) -> np.ndarray:
+    """A `vector` column value as float32 (pgvector's adapter gives a `Vector`, or an array once registered)."""
+    return np.asarray(vector.to_numpy() if hasattr(vector, "to_numpy") else vector, dtype=np.float32)
+
+
 def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
-    """`SearchFilters` as an SQL condition on `chunks` with named parameters (same meaning as `where()`)."""
+    """`SearchFilters` as an SQL condition on `chunks` with named parameters (same meaning as `store.lance_where`)."""
     clauses: list[str] = []
     params: dict[str, Any] = {}
     if filters.year_from is not None:
@@ -97,9 +103,13 @@ def tsquery_literal(lexemes: list[str]) -> str:
 
 
 class PgStore:
-    """Chunks in PostgreSQL; see the module docstring. `shared`: several processes may write at once."""
+    """Chunks in PostgreSQL; see the module docstring. Capabilities (`protocols.Store`): several processes may
+    write at once; statistics are refreshed between batches, not beside them; chunk writes join the manifest's
+    transaction (same `PgDatabase`)."""
 
     shared = True
+    concurrent_refresh = False
+    transactional = True
 
     def __init__(self, db: PgDatabase, dim: int) -> None:
         self.db = db
@@ -277,14 +287,14 @@ class PgStore:
             f"SELECT chunk_id, cells, vector FROM chunks WHERE {where} AND vector IS NOT NULL LIMIT %(f_limit)s",
             {**params, "f_limit": int(limit)},
         )
-        return {cid: (np.asarray(vector, dtype=np.float32), list(cells or [])) for cid, cells, vector in rows}
+        return {cid: (_as_array(vector), list(cells or [])) for cid, cells, vector in rows}
 
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT chunk_id FROM chunks")]
 
     def _text_stats(self) -> tuple[int, float]:
         """(chunks, mean BM25 length) as of the last statistics refresh; re-read at most every 5 s."""
-        return self._cached()[1:3]  # type: ignore[return-value]
+        return self._cached()[1:3]
 
     def _cached(self) -> tuple[float, int, float, bool]:
         now = time.monotonic()

@@ -1,4 +1,4 @@
-"""Chunk storage behind a small `Store` protocol; LanceDB is the embedded default.
+"""Chunk storage in LanceDB, the embedded default implementation of `protocols.Store`.
 
 LanceDB gives vectors, native BM25 full-text search, hybrid search fused by reciprocal rank, filters and atomic
 versioned commits on local disk. A notebook's chunks are replaced with one `merge_insert` commit, so a reader
@@ -11,137 +11,20 @@ import datetime as _dt
 import json
 import logging
 import math
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from nbrecall.index.faults import damaged, storage_fault
-from nbrecall.index.fusion import FusionSettings, StoreHit, fuse
+from nbrecall.index.fusion import fuse
 from nbrecall.index.heap import bound_arenas, release_free_memory
 from nbrecall.index.terms import keyword_query, keyword_text
-
-
-@dataclass
-class ChunkRow:
-    """A chunk as stored: its text, where it points, the notebook's metadata, and its vector (if any)."""
-
-    chunk_id: str
-    nb_sha: str
-    notebook: str
-    root: str
-    kind: str
-    cells: list[int]
-    cell_ids: list[str]
-    anchor: int
-    anchor_id: str
-    heading: str
-    text: str
-    year: int | None = None
-    project: str = ""
-    author: str = ""
-    tags: list[str] = field(default_factory=list)
-    deprecated: bool = False
-    stale: bool = False
-    health: float = 1.0
-    vector: np.ndarray | None = None
-
-
-# What a search returns of a chunk: every stored field but its vector (in `ChunkRow` order; both stores select these).
-CHUNK_COLUMNS = [f.name for f in fields(ChunkRow) if f.name != "vector"]
-# What a search hit carries: every column but the per-cell ids and the tags, which no reader of a hit uses and
-# which cost the most to fetch (list columns: at 1M rows, tags alone added ~4.6 ms to each 72-row list).
-HIT_COLUMNS = [name for name in CHUNK_COLUMNS if name not in ("cell_ids", "tags")]
-
-
-def parse_year_range(year: str | None) -> tuple[int | None, int | None]:
-    """`2017` → (2017, 2017); `2015..2019`, `2015..`, `..2019`; ValueError for anything else."""
-    if not year or not year.strip():
-        return None, None
-    year = year.strip()
-    if re.fullmatch(r"[0-9]{4}", year):
-        return int(year), int(year)
-    match = re.fullmatch(r"([0-9]{4})?\.\.([0-9]{4})?", year)
-    if not match:
-        raise ValueError(f"year takes YYYY or a range YYYY..YYYY, not {year!r}")
-    low, high = match.groups()
-    return (int(low) if low else None), (int(high) if high else None)
-
-
-@dataclass
-class SearchFilters:
-    """Filters applied inside the store (before ranking), so a filtered search still fills its fan-out."""
-
-    year_from: int | None = None
-    year_to: int | None = None
-    project: str | None = None
-    author: str | None = None
-    tag: str | None = None
-    include_deprecated: bool = False
-    kinds: list[str] | None = None
-    notebooks: list[str] | None = None  # notebook shas: search within these only (the answerer's second look)
-
-    @classmethod
-    def from_options(
-        cls, year: str | None, project: str | None, author: str | None, tag: str | None, include_deprecated: bool
-    ) -> SearchFilters:
-        """The filters as the CLI, the HTTP API and MCP take them; ValueError for a malformed year."""
-        year_from, year_to = parse_year_range(year)
-        return cls(
-            year_from=year_from,
-            year_to=year_to,
-            project=(project or "").strip() or None,
-            author=(author or "").strip() or None,
-            tag=(tag or "").strip() or None,
-            include_deprecated=bool(include_deprecated),
-        )
-
-    def where(self) -> str | None:
-        clauses: list[str] = []
-        if self.year_from is not None:
-            clauses.append(f"year >= {int(self.year_from)}")
-        if self.year_to is not None:
-            clauses.append(f"year <= {int(self.year_to)}")
-        if self.project:
-            clauses.append(f"project = {_quote(self.project)}")
-        if self.author:
-            # a substring match: the filter's own `%`, `_` and `\\` are literal characters, not wildcards
-            clauses.append(f"lower(author) LIKE {_quote('%' + _like_literal(self.author.lower()) + '%')} ESCAPE '\\'")
-        if self.tag:
-            clauses.append(f"array_has_any(tags, [{_quote(self.tag)}])")
-        if not self.include_deprecated:
-            clauses.append("deprecated = false")
-        if self.kinds:
-            clauses.append(f"kind IN ({', '.join(_quote(k) for k in self.kinds)})")
-        if self.notebooks is not None:
-            clauses.append(f"nb_sha IN ({', '.join(_quote(s) for s in self.notebooks) or _quote('')})")
-        return " AND ".join(clauses) or None
-
-
-class Store(Protocol):
-    """What the indexer and the retriever need from a chunk store."""
-
-    def replace_notebooks(self, remove: list[str], rows: list[ChunkRow]) -> None: ...
-    def append_notebooks(self, rows: list[ChunkRow]) -> None: ...
-    def set_vectors(self, vectors: dict[str, np.ndarray]) -> None: ...
-    def delete_notebooks(self, shas: list[str]) -> None: ...
-    def search(
-        self,
-        text: str,
-        vector: np.ndarray | None,
-        k: int,
-        filters: SearchFilters,
-        fusion: FusionSettings | None = None,
-    ) -> list[StoreHit]: ...
-    def finish_run(self) -> None: ...
-    def count(self) -> int: ...
-    def notebook_shas(self) -> dict[str, int]: ...
-    def vectors(self, filters: SearchFilters, limit: int = 5000) -> dict[str, tuple[np.ndarray, list[int]]]: ...
+from nbrecall.records import HIT_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
 
 
 def _quote(value: str) -> str:
@@ -151,6 +34,29 @@ def _quote(value: str) -> str:
 def _like_literal(value: str) -> str:
     """`value` matched literally inside a LIKE pattern whose escape character is a backslash."""
     return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def lance_where(filters: SearchFilters) -> str | None:
+    """`SearchFilters` as a LanceDB (DataFusion SQL) condition; `pg_store.filter_sql` is its PostgreSQL twin."""
+    clauses: list[str] = []
+    if filters.year_from is not None:
+        clauses.append(f"year >= {int(filters.year_from)}")
+    if filters.year_to is not None:
+        clauses.append(f"year <= {int(filters.year_to)}")
+    if filters.project:
+        clauses.append(f"project = {_quote(filters.project)}")
+    if filters.author:
+        # a substring match: the filter's own `%`, `_` and `\\` are literal characters, not wildcards
+        clauses.append(f"lower(author) LIKE {_quote('%' + _like_literal(filters.author.lower()) + '%')} ESCAPE '\\'")
+    if filters.tag:
+        clauses.append(f"array_has_any(tags, [{_quote(filters.tag)}])")
+    if not filters.include_deprecated:
+        clauses.append("deprecated = false")
+    if filters.kinds:
+        clauses.append(f"kind IN ({', '.join(_quote(k) for k in filters.kinds)})")
+    if filters.notebooks is not None:
+        clauses.append(f"nb_sha IN ({', '.join(_quote(s) for s in filters.notebooks) or _quote('')})")
+    return " AND ".join(clauses) or None
 
 
 def chunk_schema(dim: int) -> pa.Schema:
@@ -223,13 +129,18 @@ class LanceStore:
     """The embedded default store: one LanceDB table `chunks` in `<index>/lance`."""
 
     TABLE = "chunks"
-    concurrent_refresh = True  # finish_run may run beside appends (LanceDB commits them side by side)
+    # capabilities (`protocols.Store`): one indexer at a time (the writer lock); finish_run may run beside appends
+    # (LanceDB commits them side by side); chunk writes commit on their own, before the manifest's
+    shared = False
+    concurrent_refresh = True
+    transactional = False
 
     def __init__(self, path: Path, dim: int, ann: AnnSettings | None = None, cache_mb: int = 768) -> None:
         """`cache_mb` bounds LanceDB's index and metadata caches (3:1): with its defaults (gigabytes) a long index
         run over 41,000 notebooks grew past 2 GB resident, one cached entry per fragment and version."""
-        import lancedb
+        from nbrecall.index.lance_import import import_lancedb
 
+        lancedb = import_lancedb()  # without the REST namespace client (0.5-0.7 s): see lance_import
         bound_arenas()  # before LanceDB starts its threads: see nbrecall.index.heap
         self.path = path
         self.dim = dim
@@ -358,7 +269,7 @@ class LanceStore:
         self.ensure_vector_index()
         release_free_memory()
 
-    # Scalar indexes on the columns `SearchFilters.where()` tests: a filter is applied before the limit
+    # Scalar indexes on the columns `lance_where` tests: a filter is applied before the limit
     # (prefilter), and without an index every search evaluates it over every row (deprecated = false is on by
     # default). With them an exact search restricted to one project read 241 rows instead of 300k (919 → 14 ms).
     FILTER_INDEXES = (("deprecated", "BITMAP"), ("year", "BITMAP"), ("kind", "BITMAP"), ("project", "BTREE"),
@@ -489,7 +400,7 @@ class LanceStore:
         the answerer's look at every chunk of a few notebooks, which a nearest-neighbour list would cut short."""
         try:
             query = self.table.search().select(["chunk_id", "cells", "vector"]).limit(limit)
-            where = filters.where()
+            where = lance_where(filters)
             if where:
                 query = query.where(where)
             found = query.to_arrow()
@@ -536,7 +447,7 @@ class LanceStore:
         query = self.table.search(text, query_type="fts").select([*HIT_COLUMNS, "_score"]).limit(k)
         if indexed_only:
             query = query.fast_search()
-        where = filters.where()
+        where = lance_where(filters)
         if where:
             query = query.where(where, prefilter=True)
         return query.to_list()
@@ -601,7 +512,7 @@ class LanceStore:
             kept = [row for row in rows if not row.get("deprecated")]
             if len(kept) >= k or len(rows) < longer:
                 return kept[:k]
-        return query(k, filters.where())
+        return query(k, lance_where(filters))
 
     def search(
         self,

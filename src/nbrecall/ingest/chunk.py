@@ -1,4 +1,4 @@
-"""Notebook-aware chunking (DESIGN §4): groups under headings within a token budget, plus typed chunks.
+"""Notebook-aware chunking (architecture §6): groups under headings within a token budget, plus typed chunks.
 
 A code cell alone has few words, so it is grouped with the markdown above it, under the heading path. Beside
 the groups, outputs that answer questions on their own become typed chunks: `table`, `scalar`, `error`,
@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from nbrecall.notebook.analysis import Analysis, mask_magics
 from nbrecall.notebook.facts import Fact
+from nbrecall.notebook.headings import heading_paths as cell_heading_paths
+from nbrecall.notebook.headings import leading_heading
 from nbrecall.notebook.model import Cell, Notebook
 from nbrecall.notebook.outputs import (
     NOISE_REPR,
@@ -35,7 +37,6 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 6: value facts (`fact` chunks)
 CHUNKER_VERSION = 7  # 7: images pasted into markdown (attachments, data URIs) are figure chunks; figures' image hashes
 
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).
 _NOISE_VALUE = NOISE_REPR
@@ -69,13 +70,7 @@ class _Group:
 
 def heading_of(cell: Cell) -> tuple[int, str] | None:
     """(level, text) when a markdown cell starts with a heading line."""
-    if not cell.is_markdown:
-        return None
-    for line in cell.source.splitlines():
-        if line.strip():
-            match = _HEADING.match(line)
-            return (len(match.group(1)), match.group(2).strip()) if match else None
-    return None
+    return leading_heading(cell.source) if cell.is_markdown else None
 
 
 def _clean_markdown(cell: Cell) -> str:
@@ -126,21 +121,8 @@ def chunk_notebook(
 
 
 def heading_paths(nb: Notebook) -> dict[int, str]:
-    """Every cell's heading path (`Ballast › Aft tanks`), from every heading line of the markdown above it; a
-    heading cell's own path ends with its last heading."""
-    stack: list[tuple[int, str]] = []
-    paths: dict[int, str] = {}
-    for cell in nb.cells:
-        if cell.is_markdown:
-            for line in cell.source.splitlines():
-                match = _HEADING.match(line)
-                if match:
-                    level = len(match.group(1))
-                    while stack and stack[-1][0] >= level:
-                        stack.pop()
-                    stack.append((level, match.group(2).strip()))
-        paths[cell.index] = " › ".join(t for _, t in stack)
-    return paths
+    """Every cell's heading path (`Ballast › Aft tanks`, `notebook.headings.heading_paths`)."""
+    return cell_heading_paths((cell.index, cell.is_markdown, cell.source) for cell in nb.cells)
 
 
 def fact_chunk(header: str, fact: Fact) -> Chunk:

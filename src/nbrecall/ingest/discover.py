@@ -16,8 +16,9 @@ from pathlib import Path
 from stat import S_ISLNK, S_ISREG
 
 from nbrecall.config import DiscoverSettings
-from nbrecall.ingest.manifest import FileRecord
+from nbrecall.notebook.checkpoints import CHECKPOINTS  # Jupyter's autosave folder: its copies are versions
 from nbrecall.notebook.files import NotARegularFile, open_regular, printable_path, walk_notebooks
+from nbrecall.records import FileRecord
 
 
 @dataclass
@@ -40,6 +41,8 @@ LINK_OUT = (
 LINK_UNREADABLE = "a symbolic link out of the indexed roots to a file this user may not read: not followed"
 
 
+
+
 def _inside(real: str, roots: list[str]) -> bool:
     return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
@@ -56,6 +59,9 @@ def discover(
     roots: list[Path], known: dict[tuple[str, str], FileRecord], settings: DiscoverSettings
 ) -> Discovery:
     """Compare what is on disk under `roots` with `known` (the manifest's files)."""
+    if settings.checkpoints not in ("versions", "skip"):
+        raise ValueError(f"[discover] checkpoints = {settings.checkpoints!r}: use \"versions\" or \"skip\"")
+    checkpoints = settings.checkpoints == "versions"
     result = Discovery()
     seen: set[tuple[str, str]] = set()
     real_roots = [os.path.realpath(r) for r in roots]
@@ -65,8 +71,9 @@ def discover(
         for path in walk_notebooks(
             base,
             skip_hidden=settings.skip_hidden,
-            exclude=settings.exclude,
+            exclude=list(settings.exclude) + ([] if checkpoints else [CHECKPOINTS]),
             follow_symlinks=settings.follow_symlinks,
+            enter=frozenset([CHECKPOINTS]) if checkpoints else frozenset(),
         ):
             rel = path.name if base.is_file() else path.relative_to(base).as_posix()
             shown = printable_path(rel)

@@ -1,4 +1,4 @@
-"""Notebook-level metadata and signals (DESIGN §5): year, project, author, tags, inputs, health, deprecated."""
+"""Notebook-level metadata and signals (architecture §7): year, project, author, tags, inputs, health, deprecated."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ notebooks first, in length-sorted batches, and stores the vectors; search fuses 
 phase 2 loses nothing: the next run resumes the queue.
 
 With a figure describer (`[vision]`), phase 1 also puts cached figure descriptions into figure chunks and queues
-the other images; after the vectors, the describe phase (`nbrecall.vision.phase`) describes the queue and chunks
-those notebooks again, then the new figure chunks get their vectors. It is resumable the same way.
+the other images; after the vectors, the describe phase (`ingest.figures`) describes the queue and chunks those
+notebooks again, then the new figure chunks get their vectors. It is resumable the same way.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, nullcontext
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,23 +31,22 @@ import numpy as np
 
 from nbrecall.backends import open_manifest
 from nbrecall.config import Settings
+from nbrecall.executor import Executor, InlineExecutor
 from nbrecall.index.cache import EmbeddingCache
 from nbrecall.index.embed import Embedder
 from nbrecall.index.faults import storage_fault
-from nbrecall.index.store import ChunkRow, Store
-from nbrecall.ingest.chunk import CHUNKER_VERSION, Chunk, chunk_notebook, heading_paths, render_cells, text_hash
+from nbrecall.ingest.build import IndexReport, fingerprint
+from nbrecall.ingest.chunk import Chunk, text_hash
 from nbrecall.ingest.discover import discover
-from nbrecall.ingest.executor import Executor, InlineExecutor
+from nbrecall.ingest.families import FamilyWriter
+from nbrecall.ingest.figures import FigureWork, describe_waiting
 from nbrecall.ingest.lock import IndexLocked, WriterLock
-from nbrecall.ingest.manifest import CellRecord, ContentRecord, FileRecord, Manifest, PendingVector
-from nbrecall.ingest.metadata import notebook_meta
 from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders_dir
-from nbrecall.notebook.analysis import analyse
-from nbrecall.notebook.facts import extract_facts
-from nbrecall.notebook.outputs import OutputLimits
 from nbrecall.notebook.read import read_notebook
-from nbrecall.vision.describe import Describer, fingerprint_part, make_describer
-from nbrecall.vision.phase import FigureReport, FigureWork, describe_waiting
+from nbrecall.protocols import Manifest, Store
+from nbrecall.records import CellRecord, ChunkRow, ContentRecord, FileRecord, PendingVector
+from nbrecall.vision.describe import Describer
+from nbrecall.vision.factory import make_describer
 from nbrecall.vision.store import FigureStore
 
 if TYPE_CHECKING:
@@ -58,119 +56,6 @@ Progress = Callable[[str, int, int], None]
 
 
 MAX_LISTED_LINKS = 1000  # notebooks read through links out of the roots, listed in the run's summary
-
-
-@dataclass
-class IndexReport:
-    """What a run did, for the CLI summary and benchmarks."""
-
-    files: int = 0
-    hashed: int = 0
-    changed: int = 0
-    deleted_files: int = 0
-    notebooks_indexed: int = 0
-    quarantined: list[tuple[str, str]] = field(default_factory=list)
-    chunks_written: int = 0
-    texts_embedded: int = 0
-    embed_cache_hits: int = 0
-    notebooks_removed: int = 0
-    strays_removed: int = 0  # chunks of notebooks an interrupted run wrote to the store but never to the manifest
-    rerendered: int = 0  # unchanged notebooks indexed again because their render was made, replaced or removed
-    vectors_pending: int = 0  # chunks still waiting for a vector when the run ended (resumed by the next run)
-    embedded_tokens: int = 0  # word pieces the model read (after its truncation): what embedding cost
-    outside_links: list[tuple[str, str]] = field(default_factory=list)  # (rel, target) read through a link
-    figures: FigureReport | None = None  # the describe phase, when a describer is configured
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    def add_time(self, stage: str, seconds: float) -> None:
-        self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
-
-
-def _budget(settings: Settings, embedder: Embedder) -> int:
-    return settings.chunk.budget_tokens or int(embedder.max_tokens * 0.8)
-
-
-def fingerprint(settings: Settings, embedder: Embedder) -> str:
-    """What the chunks of a notebook depend on besides its content; a change re-chunks the archive."""
-    return (f"chunker {CHUNKER_VERSION}; budget {_budget(settings, embedder)}; outputs "
-            f"{settings.chunk.max_output_chars}; model {embedder.model_id}; vectors {settings.embed.enabled}"
-            f"{fingerprint_part(settings)}")
-
-
-def build_rows(
-    path: Path, rel: str, root: str, sha: str, settings: Settings, embedder: Embedder, report: IndexReport
-) -> tuple[list[Chunk], ContentRecord, list[CellRecord], list[ChunkRow]]:
-    """Parse, analyse and chunk one notebook; raises NotebookUnreadable for quarantine.
-
-    When a render of this content exists (`ingest.renders`), its fresh outputs are indexed in place of the file's
-    own (`fresh`/`changed`), or the original outputs are indexed and flagged stale (`stale`). Metadata, health and
-    execution-order warnings always describe the file itself.
-    """
-    started = time.perf_counter()
-    original = read_notebook(path, display_path=rel)
-    analysis = analyse(original)
-    report.add_time("parse+analyse", time.perf_counter() - started)
-    started = time.perf_counter()
-    nb, stale, render_meta = notebook_for_index(renders_dir(settings), sha, original)
-    if render_meta:
-        report.add_time("renders", time.perf_counter() - started)
-    started = time.perf_counter()
-    meta = notebook_meta(original, rel, analysis, settings.metadata, file_path=path)
-    limits = OutputLimits(max_chars=settings.chunk.max_output_chars)
-    rendered = render_cells(nb, limits, analysis.trees)
-    report.add_time("chunk", time.perf_counter() - started)
-    started = time.perf_counter()
-    facts = extract_facts(nb, rendered, headings=heading_paths(nb), trees=analysis.trees, stale=stale)
-    report.add_time("facts", time.perf_counter() - started)
-    started = time.perf_counter()
-    chunks = chunk_notebook(
-        nb, analysis, count_tokens=embedder.count_tokens, budget=_budget(settings, embedder), rendered=rendered,
-        facts=facts,
-    )
-    cells = [
-        CellRecord(
-            sha,
-            c.index,
-            c.id,
-            c.cell_type,
-            c.execution_count,
-            c.source,
-            "\n".join(o.text for o in rendered.get(c.index, [])) if c.is_code else "",
-        )
-        for c in nb.cells
-    ]
-    rows = [
-        ChunkRow(
-            chunk_id=f"{sha[:20]}-{ch.seq:05d}",
-            nb_sha=sha,
-            notebook=rel,
-            root=root,
-            kind=ch.kind,
-            cells=ch.cells,
-            cell_ids=ch.cell_ids,
-            anchor=ch.anchor,
-            anchor_id=ch.anchor_id,
-            heading=ch.heading,
-            text=ch.text,
-            year=meta.year,
-            project=meta.project,
-            author=meta.author,
-            tags=meta.tags,
-            deprecated=meta.deprecated,
-            stale=stale,
-            health=meta.health,
-        )
-        for ch in chunks
-    ]
-    meta_dict = asdict(meta)
-    meta_dict["fingerprint"] = fingerprint(settings, embedder)
-    meta_dict["notes"] = nb.notes
-    meta_dict["nbformat"] = f"{nb.nbformat}.{nb.nbformat_minor}"
-    meta_dict["order_warnings"] = analysis.order.warnings
-    meta_dict.update(render_meta)
-    record = ContentRecord(sha, "indexed", "", root, rel, len(nb.cells), len(chunks), 0, meta_dict, facts)
-    report.add_time("chunk", time.perf_counter() - started)
-    return chunks, record, cells, rows
 
 
 def priority(year: int | None, health: float) -> float:
@@ -237,9 +122,9 @@ def fill_vectors(
         report.add_time("embed", time.perf_counter() - started)
         started = time.perf_counter()
         vectors_of = {i.chunk_id: cached[hashes[i.chunk_id]] for i in items if hashes[i.chunk_id] in cached}
-        with manifest.transaction() as db:
+        with manifest.transaction():
             store.set_vectors(vectors_of)
-            manifest.vectors_done(db, items, set(vectors_of))
+            manifest.vectors_done(items, set(vectors_of))
         report.add_time("write vectors", time.perf_counter() - started)
         done += len(items)
         if progress:
@@ -261,7 +146,7 @@ def run_index(
     """Index `roots` into `settings.index_dir`; safe to interrupt and re-run.
 
     `defer_vectors` stops after phase 1 (everything keyword-searchable); a later run embeds the queue and
-    describes the figures. `executor` runs parse/analyse/chunk (`ingest.executor`; default: in this process); the
+    describes the figures. `executor` runs parse/analyse/chunk (`nbrecall.executor`; default: in this process); the
     caller closes it. `describer` overrides the one `[vision]` configures."""
     report = IndexReport()
     index_dir = settings.index_dir
@@ -269,7 +154,7 @@ def run_index(
     try:
         with (
             # A shared (PostgreSQL) store takes no folder lock: several indexers may write to it at once.
-            nullcontext() if getattr(store, "shared", False) else WriterLock(index_dir),
+            nullcontext() if store.shared else WriterLock(index_dir),
             closing(open_manifest(settings, store=store)) as manifest,
             closing(EmbeddingCache(index_dir / "embeddings.sqlite")) as cache,
             closing(FigureStore.of_index(index_dir)) if describer is not None else nullcontext() as figure_store,
@@ -279,8 +164,9 @@ def run_index(
             run_id, interrupted = manifest.begin_run()
             if interrupted:  # before anything is appended: a stray batch of new notebooks would be stored twice
                 report.strays_removed = _sweep_strays(store, manifest)
+            families = FamilyWriter(manifest, settings.families) if settings.families.enabled else None
             _run(roots, settings, embedder, store, manifest, cache, report, progress, batch_notebooks,
-                 executor or InlineExecutor(), figures)
+                 executor or InlineExecutor(), families, figures)
             for phase in ("vectors", "figures", "vectors"):
                 if phase == "figures" and figures is not None and not defer_vectors:
                     _describe_phase(settings, embedder, store, manifest, cache, report, figures, progress)
@@ -317,7 +203,7 @@ def _describe_phase(
     figures: FigureWork,
     progress: Progress | None,
 ) -> None:
-    """Describe the waiting figures (`vision.phase.describe_waiting`) and chunk their notebooks again, in this
+    """Describe the waiting figures (`ingest.figures.describe_waiting`) and chunk their notebooks again, in this
     process (a few notebooks per step); their figure chunks wait for vectors like any new chunk."""
     indexed = manifest.indexed_shas()
     known = manifest.content_shas()
@@ -379,6 +265,7 @@ def _run(
     progress: Progress | None,
     batch_notebooks: int,
     executor: Executor | None = None,
+    families: FamilyWriter | None = None,
     figures: FigureWork | None = None,
 ) -> None:
     started = time.perf_counter()
@@ -413,7 +300,7 @@ def _run(
     written_at_refresh = report.chunks_written
     # While only new notebooks are appended (no deletes to conflict with its compaction), a refresh runs beside
     # the batches: the workers would otherwise wait for it (171 s of a 41k run's 1,059 s).
-    appending = getattr(store, "concurrent_refresh", False) and not any(r.sha256 in known for r in items)
+    appending = store.concurrent_refresh and not any(r.sha256 in known for r in items)
     background = _BackgroundRefresh(store) if appending else None
     # One lazy map over every notebook (the executor keeps a few per worker in flight): workers go on parsing the
     # next notebooks while this process writes a batch, instead of waiting for each batch's slowest notebook.
@@ -424,7 +311,7 @@ def _run(
             files = [f for r in batch for f in paths_of.get(r.sha256, [])]
             built = list(itertools.islice(outcomes, len(batch)))
             _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built,
-                         figures)
+                         families, figures)
             lacking = report.chunks_written - written_at_refresh
             if indexed_rows is None:
                 indexed_rows = max(store.count() - lacking, 0)
@@ -450,22 +337,25 @@ def _run(
     # Files: new state of the rest (copies of known contents, touched, unreadable, deleted); then drop contents
     # no file refers to.
     unreadable_files, unreadable_contents = _unreadable_records(found.unreadable, known, report)
-    with manifest.transaction() as db:
-        manifest.save_contents(db, unreadable_contents, [])
-        manifest.save_files(db, found.changed + found.touched + unreadable_files)
-        manifest.delete_files(db, found.deleted)
-        lost = manifest.missing_contents(db, {r.sha256 for r in found.changed})
+    with manifest.transaction():
+        manifest.save_contents(unreadable_contents, [])
+        manifest.save_files(found.changed + found.touched + unreadable_files)
+        manifest.delete_files(found.deleted)
+        lost = manifest.missing_contents({r.sha256 for r in found.changed})
     if lost:  # a shared store: another indexer dropped a content this run took as known (its last file went)
         again = [r for r in found.changed if r.sha256 in lost]
         batch = list({r.sha256: r for r in again}.values())
         _index_batch(batch, settings, embedder, store, manifest, cache, report, again, known - lost, executor,
-                     figures=figures)
+                     families=families, figures=figures)
     orphans = manifest.orphan_shas()
     if orphans:
-        with manifest.transaction() as db:  # contents first: on a shared store, only those still orphaned
-            orphans = manifest.delete_contents(db, orphans)
+        with manifest.transaction():  # contents first: on a shared store, only those still orphaned
+            orphans = manifest.delete_contents(orphans)
             store.delete_notebooks(orphans)
     report.notebooks_removed = len(orphans)
+    if families is not None:  # new and changed notebooks join a family, removed ones leave theirs
+        report.families = families.update()
+        report.add_time("families", report.families.seconds)
     if items or orphans:
         started = time.perf_counter()
         store.finish_run()
@@ -586,6 +476,7 @@ def _index_batch(
     known: set[str] | None = None,
     executor: Executor | None = None,
     built: list[BuildOutcome] | None = None,
+    families: FamilyWriter | None = None,
     figures: FigureWork | None = None,
 ) -> None:
     """Index `batch` (one record per new content; `built`: its outcomes when the caller already mapped them).
@@ -601,6 +492,7 @@ def _index_batch(
     cell_records: list[CellRecord] = []
     all_rows: list[ChunkRow] = []
     pending: list[PendingVector] = []
+    signatures = []
     for file, outcome in zip(batch, built, strict=True):
         for stage, seconds in outcome.seconds.items():
             report.add_time(stage, seconds)
@@ -621,17 +513,21 @@ def _index_batch(
         cell_records.extend(cells)
         all_rows.extend(rows)
         report.notebooks_indexed += 1
+        if outcome.signature is not None:
+            signatures.append((record.sha256, outcome.signature))
     started = time.perf_counter()
     known = known if known is not None else manifest.content_shas()
     new = {r.sha256 for r in records} - known  # never stored (strays were swept at the start of the run)
-    if getattr(store, "shared", False):  # another indexer may have stored them: one replace, one lock order
+    if store.shared:  # another indexer may have stored them: one replace, one lock order
         new = set()
-    with manifest.transaction() as db:  # a shared store commits chunks and manifest rows together
+    with manifest.transaction():  # a shared store commits chunks and manifest rows together
         store.append_notebooks([row for row in all_rows if row.nb_sha in new])
         store.replace_notebooks(sorted(r.sha256 for r in records if r.sha256 not in new),
                                 [row for row in all_rows if row.nb_sha not in new])
-        manifest.save_contents(db, records, cell_records)
-        manifest.save_pending(db, pending)
-        manifest.save_files(db, files or [])
+        manifest.save_contents(records, cell_records)
+        manifest.save_pending(pending)
+        manifest.save_files(files or [])
+        if families is not None:
+            families.save(signatures)
     report.chunks_written += len(all_rows)
     report.add_time("write", time.perf_counter() - started)

@@ -16,6 +16,7 @@ import gc
 import pickle
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,15 +24,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nbrecall.config import Settings
+from nbrecall.executor import Executor, ExecutorError
 from nbrecall.index.embed import Embedder
-from nbrecall.ingest.executor import Executor, ExecutorError
-from nbrecall.ingest.pipeline import IndexReport, build_rows, fingerprint
+from nbrecall.ingest.build import IndexReport, build_rows, fingerprint
 from nbrecall.notebook.read import NotebookUnreadable
 
 if TYPE_CHECKING:
-    from nbrecall.index.store import ChunkRow
     from nbrecall.ingest.chunk import Chunk
-    from nbrecall.ingest.manifest import CellRecord, ContentRecord
+    from nbrecall.records import CellRecord, ChunkRow, ContentRecord, Signature
 
 BuildItem = tuple[str, str, str, str]  # (path, rel, root, sha256): small, so a task costs little to ship
 
@@ -55,6 +55,7 @@ class BuildOutcome:
     reason: str = ""
     fault: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
+    signature: Signature | None = None  # for notebook families (`ingest.families`), when they are on
 
 
 # --- the per-worker embedder cache ------------------------------------------------------------------------------
@@ -84,7 +85,7 @@ def worker_embedder(settings: Settings) -> Embedder:
     with _WORKER_LOCK:
         embedder = _WORKER_EMBEDDERS.get(key)
         if embedder is None:
-            from nbrecall.service import make_embedder
+            from nbrecall.index.embedder_from_settings import make_embedder
 
             embed = dataclasses.replace(settings.embed, threads=settings.embed.threads or 1)
             embedder = make_embedder(dataclasses.replace(settings, embed=embed))
@@ -128,7 +129,7 @@ def build_notebook(
     expect: str = "",
     counter: Embedder | None = None,
 ) -> BuildOutcome:
-    """Parse, analyse and chunk one notebook (`pipeline.build_rows`); never raises.
+    """Parse, analyse and chunk one notebook (`build.build_rows`); never raises.
 
     `counter` is the run's own embedder when this runs in the calling process; else the worker's (built from
     `settings`) is used, and its `fingerprint` must equal `expect`, the run's, or the outcome is a fault."""
@@ -158,6 +159,12 @@ def build_notebook(
     report = IndexReport()
     try:
         outcome.built = build_rows(Path(path), rel, root, sha, settings, counter, report)
+        if settings.families.enabled:
+            from nbrecall.ingest.families import signature
+
+            started = time.perf_counter()
+            outcome.signature = signature(outcome.built[2], settings.families.num_perm)
+            report.add_time("families", time.perf_counter() - started)
     except NotebookUnreadable as exc:
         outcome.reason = exc.reason
     except Exception as exc:  # a bug on one notebook must not stop the run: quarantine with the reason
@@ -171,7 +178,7 @@ class BuildTask:
     """`build_notebook` as a one-argument callable for `Executor.map`; picklable when `counter` is None."""
 
     settings: Settings
-    expect: str = ""  # the run's fingerprint (`pipeline.fingerprint`)
+    expect: str = ""  # the run's fingerprint (`build.fingerprint`)
     counter: Embedder | None = None
 
     @classmethod

@@ -4,6 +4,7 @@ Everything here reads `Notebook` objects only and never raises on a notebook: a 
 is noted (`CellDeps.parse_error`) and contributes nothing; an unexpected failure degrades to an order-only
 `Analysis` whose `limits` says so.
 
+Per-cell names live in `cell_names` (a scope visitor), the masking of IPython syntax in `ipython_syntax`.
 Dependency hints are static and approximate. Each code cell is parsed with `ast` after IPython syntax
 (magics, shell escapes, `?` help) is masked out; the cell's *defines* are the names it binds at module level
 and its *uses* the names it reads before binding them. A use gets an edge from the nearest cell above that
@@ -13,13 +14,17 @@ defines the name: the cell that would supply it in a top-to-bottom run.
 from __future__ import annotations
 
 import ast
-import builtins
 import re
-import textwrap
-import warnings
 from dataclasses import dataclass, field
 
+from nbrecall.notebook.cell_names import CellDeps, analyse_cell, unique_names
+from nbrecall.notebook.ipython_syntax import mask_magics
 from nbrecall.notebook.model import Cell, Notebook
+
+__all__ = [
+    "Analysis", "CellDeps", "DepEdge", "ExecutionOrder", "analyse", "analyse_cell", "analyse_order", "health_score",
+    "mask_magics",
+]
 
 # ----------------------------------------------------------------------------------------------------
 # Execution order
@@ -41,15 +46,6 @@ class ExecutionOrder:
 
 
 @dataclass
-class CellDeps:
-    index: int
-    defines: list[str] = field(default_factory=list)
-    uses: list[str] = field(default_factory=list)
-    imports: list[str] = field(default_factory=list)
-    parse_error: str | None = None
-
-
-@dataclass
 class DepEdge:
     src: int  # defining cell index (always above dst)
     dst: int  # using cell index
@@ -66,11 +62,10 @@ class Analysis:
     health: float
     limits: str
     # The syntax tree of each code cell that parsed, by source: the chunker, the caption finder and the input-file
-    # scan read these instead of parsing every cell again. Only cells up to `_KEEP_TREE_CHARS` are kept.
+    # scan read these instead of parsing every cell again. Only cells up to `KEEP_TREE_CHARS` are kept.
     trees: dict[str, ast.Module] = field(default_factory=dict, repr=False, compare=False)
 
 
-_KEEP_TREE_CHARS = 200_000  # a 100k-line cell's tree is hundreds of MB; such a cell is parsed again if needed
 _MAX_LISTED = 10  # cells named in one "never run" sentence
 _MAX_ORDER_WARNINGS = 5
 _MAX_ERROR_WARNINGS = 5
@@ -183,456 +178,6 @@ def health_score(order: ExecutionOrder) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Masking IPython syntax
-
-_MAGIC_ASSIGN = re.compile(r"^(\s*)([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=\s*[!%]")
-_MAYBE_IPYTHON = re.compile(r"^\s*[%!?]|\?\s*$|=\s*[!%]", re.M)
-_TIME = re.compile(r"%time\s+(\S.*)$")  # `%time stmt` runs stmt in the user namespace
-_HELP = re.compile(r"^\?{1,2}\S.*|^[\w.\[\]()'\"*]+\?{1,2}$")
-# Cell magics whose body is ordinary Python run in the user namespace: only their first line is masked.
-_PYTHON_BODY_CELL_MAGICS = {"time", "capture"}
-
-
-def mask_magics(source: str) -> str:
-    """Replace IPython-only syntax with Python that parses, keeping line numbers.
-
-    - A `%%` cell magic masks the whole cell (every line blank), except `%%time` and `%%capture`, whose body
-      is Python run in the user namespace: only their first line is masked.
-    - A line magic (`%matplotlib inline`), shell escape (`!pip install x`) or help line (`df.head?`, `?df`)
-      becomes `pass` at the same indentation, so an enclosing block stays valid; a trailing backslash masks
-      the continuation lines too.
-    - `x = !ls` and `x = %who_ls` become `x = None`: the target stays defined.
-    - `%time` runs Python in the user namespace, so `%time y = f(x)` becomes `y = f(x)` and
-      `x = %time f()` becomes `x = f()`.
-
-    Only lines that start a statement are considered: a `%` that continues a bracketed expression (string
-    formatting) or a line inside a triple-quoted string is left alone.
-    """
-    text = source.replace("\r\n", "\n").replace("\r", "\n")
-    if not _MAYBE_IPYTHON.search(text):
-        return text  # the common case: plain Python, nothing to lex
-    lines = text.split("\n")
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if first is None:
-        return text
-    start = 0
-    head = lines[first].strip()
-    if head.startswith("%%"):
-        name = head[2:].split(None, 1)[0] if head[2:].strip() else ""
-        if name not in _PYTHON_BODY_CELL_MAGICS:
-            return "\n".join("" for _ in lines)
-        lines[first] = ""
-        start = first + 1
-
-    out = lines[:start]
-    state = _LexState()
-    masking_continuation = False
-    for line in lines[start:]:
-        if masking_continuation:
-            out.append("")
-            masking_continuation = line.rstrip().endswith("\\")
-            continue
-        if state.at_statement_start():
-            masked = _mask_line(line)
-            if masked is not None:
-                out.append(masked)
-                masking_continuation = line.rstrip().endswith("\\")
-                continue
-        state.feed(line)
-        out.append(line)
-    return "\n".join(out)
-
-
-def _mask_line(line: str) -> str | None:
-    """The masked form of a statement-starting line, or None when it is plain Python."""
-    stripped = line.strip()
-    if not stripped or stripped.startswith("#"):
-        return None
-    indent = line[: len(line) - len(line.lstrip())]
-    timed = _TIME.match(stripped)
-    if timed and not stripped.endswith("\\"):
-        return f"{indent}{timed.group(1)}"
-    if stripped[0] in "%!":
-        return f"{indent}pass"
-    assign = _MAGIC_ASSIGN.match(line)
-    if assign:
-        timed = _TIME.match(line[assign.end() - 1:].strip())
-        value = timed.group(1) if timed and not stripped.endswith("\\") else "None"
-        return f"{assign.group(1)}{assign.group(2)} = {value}"
-    if _HELP.match(stripped):
-        return f"{indent}pass"
-    return None
-
-
-class _LexState:
-    """Just enough of Python's lexer to know whether the next physical line starts a statement."""
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.string: str | None = None  # the open quote delimiter
-        self.continued = False  # the last line ended with a backslash outside a string
-
-    def at_statement_start(self) -> bool:
-        return self.depth == 0 and self.string is None and not self.continued
-
-    def feed(self, line: str) -> None:
-        self.continued = False
-        i, n = 0, len(line)
-        while i < n:
-            if self.string is not None:
-                if line[i] == "\\":
-                    i += 2
-                    continue
-                if line.startswith(self.string, i):
-                    i += len(self.string)
-                    self.string = None
-                    continue
-                i += 1
-                continue
-            ch = line[i]
-            if ch == "#":
-                break
-            if ch in "([{":
-                self.depth += 1
-            elif ch in ")]}":
-                self.depth = max(0, self.depth - 1)
-            elif ch in "'\"":
-                self.string = ch * 3 if line.startswith(ch * 3, i) else ch
-                i += len(self.string)
-                continue
-            elif ch == "\\" and not line[i + 1:].strip():
-                self.continued = True
-                break
-            i += 1
-        if self.string is not None and len(self.string) == 1 and not line.endswith("\\"):
-            self.string = None  # an unterminated one-line string: a syntax error the parser will report
-
-
-# ----------------------------------------------------------------------------------------------------
-# Per-cell names
-
-_IPYTHON_NAMES = {"get_ipython", "display", "In", "Out", "exit", "quit", "_", "__", "___", "_i", "_ii",
-                  "_iii", "_ih", "_oh", "_dh"}
-_IGNORED = frozenset(dir(builtins)) | _IPYTHON_NAMES
-_HISTORY = re.compile(r"^_i{0,3}\d+$|^__\w+__$")
-
-
-def _ignored(name: str) -> bool:
-    return name in _IGNORED or bool(_HISTORY.match(name))
-
-
-def _unique(names: list[str]) -> list[str]:
-    return list(dict.fromkeys(names))
-
-
-class _Scope(ast.NodeVisitor):
-    """Collects bindings and reads for one scope; nested scopes are analysed recursively.
-
-    kind is "module", "function", "class" or "comprehension". The module scope is order-aware: a read counts
-    as a use only if the name is not bound earlier in the cell. Inner scopes report their free names upward:
-    class bodies and comprehensions run at once (immediate reads of the enclosing scope), function and lambda
-    bodies run later (deferred: checked against everything the cell binds).
-    """
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.stores: set[str] = set()
-        self.loads: list[str] = []
-        self.deferred: list[str] = []
-        self.walrus: set[str] = set()  # comprehension only: walrus targets bound in the enclosing scope
-        self.declared_global: set[str] = set()
-        self.declared_nonlocal: set[str] = set()
-        self.global_writes: list[str] = []
-        # module scope only
-        self.defines: list[str] = []
-        self.uses: list[str] = []
-        self.imports: list[str] = []
-        self.star_imports: list[str] = []
-
-    # ---- hooks
-    def load(self, name: str) -> None:
-        if self.kind == "module":
-            if name not in self.stores and not _ignored(name):
-                self.uses.append(name)
-        else:
-            self.loads.append(name)
-
-    def store(self, name: str) -> None:
-        self.stores.add(name)
-        if self.kind == "module":
-            self.defines.append(name)
-
-    def bind_walrus(self, name: str) -> None:
-        if self.kind == "comprehension":
-            self.walrus.add(name)
-        else:
-            self.store(name)
-
-    def bind_import(self, name: str) -> None:
-        self.stores.add(name)
-        if self.kind == "module":
-            self.imports.append(name)
-
-    def defer(self, names: list[str]) -> None:
-        self.deferred.extend(names)
-
-    def add_global_writes(self, names: list[str]) -> None:
-        if self.kind == "module":
-            for name in names:
-                self.store(name)
-        else:
-            self.global_writes.extend(names)
-
-    # ---- results
-    def free(self) -> tuple[list[str], list[str]]:
-        """(immediate, deferred) names this scope reads from its enclosing scopes."""
-        if self.kind == "function":
-            local = self.stores - self.declared_global - self.declared_nonlocal
-            skip = local | self.declared_nonlocal
-            names = [n for n in self.loads + self.deferred if n not in skip]
-            return [], names
-        if self.kind == "class":
-            return [n for n in self.loads if n not in self.stores], list(self.deferred)
-        # comprehension
-        return ([n for n in self.loads if n not in self.stores],
-                [n for n in self.deferred if n not in self.stores])
-
-    def finish_module(self) -> None:
-        for name in self.deferred:
-            if name not in self.stores and not _ignored(name):
-                self.uses.append(name)
-
-    # ---- names
-    def visit_Constant(self, node: ast.Constant) -> None:
-        pass  # nothing to see, and ast.NodeVisitor's default is slow (deprecated-alias lookups)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Store):
-            self.store(node.id)
-        else:
-            self.load(node.id)
-
-    def visit_Global(self, node: ast.Global) -> None:
-        self.declared_global.update(node.names)
-
-    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
-        self.declared_nonlocal.update(node.names)
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            self.bind_import(alias.asname or alias.name.split(".")[0])
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.module == "__future__":
-            return  # compiler switches, not names anyone uses
-        for alias in node.names:
-            if alias.name == "*":
-                module = "." * (node.level or 0) + (node.module or "")
-                if self.kind == "module":
-                    self.star_imports.append(module)
-                    self.imports.append(f"{module}.*")
-            else:
-                self.bind_import(alias.asname or alias.name)
-
-    # ---- statements whose evaluation order differs from field order
-    def visit_Assign(self, node: ast.Assign) -> None:
-        self.visit(node.value)
-        for target in node.targets:
-            self.visit(target)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self.visit(node.value)
-        if isinstance(node.target, ast.Name):
-            self.load(node.target.id)
-            self.store(node.target.id)
-        else:
-            self.visit(node.target)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if node.value is not None:
-            self.visit(node.value)
-        self.visit(node.annotation)
-        if node.value is not None or not isinstance(node.target, ast.Name):
-            self.visit(node.target)
-
-    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
-        self.visit(node.iter)
-        self.visit(node.target)
-        for stmt in node.body + node.orelse:
-            self.visit(stmt)
-
-    visit_AsyncFor = visit_For
-
-    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
-        for item in node.items:
-            self.visit(item.context_expr)
-            if item.optional_vars is not None:
-                self.visit(item.optional_vars)
-        for stmt in node.body:
-            self.visit(stmt)
-
-    visit_AsyncWith = visit_With
-
-    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
-        self.visit(node.value)
-        if isinstance(node.target, ast.Name):
-            self.bind_walrus(node.target.id)
-
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        if node.type is not None:
-            self.visit(node.type)
-        if node.name:
-            self.store(node.name)
-        for stmt in node.body:
-            self.visit(stmt)
-
-    def visit_MatchAs(self, node: ast.MatchAs) -> None:
-        if node.pattern is not None:
-            self.visit(node.pattern)
-        if node.name:
-            self.store(node.name)
-
-    def visit_MatchStar(self, node: ast.MatchStar) -> None:
-        if node.name:
-            self.store(node.name)
-
-    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
-        self.generic_visit(node)
-        if node.rest:
-            self.store(node.rest)
-
-    # ---- nested scopes
-    def _visit_arguments_outside(self, args: ast.arguments) -> None:
-        for default in args.defaults + [d for d in args.kw_defaults if d is not None]:
-            self.visit(default)
-        for arg in _all_args(args):
-            if arg.annotation is not None:
-                self.visit(arg.annotation)
-
-    def _function_scope(self, args: ast.arguments, body: list[ast.AST]) -> None:
-        inner = _Scope("function")
-        for arg in _all_args(args):
-            inner.stores.add(arg.arg)
-        for stmt in body:
-            inner.visit(stmt)
-        _, deferred = inner.free()
-        self.defer(deferred)
-        writes = [n for n in inner.declared_global if n in inner.stores] + inner.global_writes
-        self.add_global_writes(_unique(writes))
-
-    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        for decorator in node.decorator_list:
-            self.visit(decorator)
-        self._visit_arguments_outside(node.args)
-        if node.returns is not None:
-            self.visit(node.returns)
-        self.store(node.name)
-        self._function_scope(node.args, node.body)
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        self._visit_arguments_outside(node.args)
-        self._function_scope(node.args, [node.body])
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        for expr in node.decorator_list + node.bases + [k.value for k in node.keywords]:
-            self.visit(expr)
-        inner = _Scope("class")
-        for stmt in node.body:
-            inner.visit(stmt)
-        immediate, deferred = inner.free()
-        for name in immediate:
-            self.load(name)
-        self.defer(deferred)
-        self.add_global_writes(_unique(inner.global_writes))
-        self.store(node.name)
-
-    def _comprehension(self, generators: list[ast.comprehension], parts: list[ast.AST]) -> None:
-        if not generators:
-            return
-        self.visit(generators[0].iter)  # evaluated in the enclosing scope
-        inner = _Scope("comprehension")
-        for i, gen in enumerate(generators):
-            if i:
-                inner.visit(gen.iter)
-            inner.visit(gen.target)
-            for cond in gen.ifs:
-                inner.visit(cond)
-        for part in parts:
-            inner.visit(part)
-        immediate, deferred = inner.free()
-        for name in immediate:
-            self.load(name)
-        self.defer(deferred)
-        for name in sorted(inner.walrus):
-            self.bind_walrus(name)
-        self.add_global_writes(_unique(inner.global_writes))
-
-    def visit_ListComp(self, node: ast.ListComp) -> None:
-        self._comprehension(node.generators, [node.elt])
-
-    visit_SetComp = visit_ListComp
-
-    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> None:
-        self._comprehension(node.generators, [node.elt])
-
-    def visit_DictComp(self, node: ast.DictComp) -> None:
-        self._comprehension(node.generators, [node.key, node.value])
-
-
-def _all_args(args: ast.arguments) -> list[ast.arg]:
-    return args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]
-
-
-def _parse(source: str) -> tuple[ast.Module | None, str | None]:
-    masked = mask_magics(source)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                return ast.parse(masked), None
-            except SyntaxError as first:
-                # IPython removes the first line's indentation from the whole cell before running it.
-                dedented = textwrap.dedent(masked)
-                if dedented != masked:
-                    try:
-                        return ast.parse(dedented), None
-                    except SyntaxError:
-                        pass
-                line = f"line {first.lineno}: " if first.lineno else ""
-                return None, f"{line}{first.msg}"
-    except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
-        return None, f"cannot parse: {type(exc).__name__}: {str(exc)[:80]}"
-
-
-def analyse_cell(cell: Cell, trees: dict[str, ast.Module] | None = None) -> tuple[CellDeps, list[str]]:
-    """The names one code cell defines, uses and imports, plus the modules it star-imports; the cell's syntax tree
-    goes into `trees` when given (see `Analysis.trees`)."""
-    deps = CellDeps(index=cell.index)
-    if not cell.source.strip():
-        return deps, []
-    tree, error = _parse(cell.source)
-    if tree is None:
-        deps.parse_error = error
-        return deps, []
-    if trees is not None and len(cell.source) <= _KEEP_TREE_CHARS:
-        trees[cell.source] = tree
-    scope = _Scope("module")
-    try:
-        for stmt in tree.body:
-            scope.visit(stmt)
-        scope.finish_module()
-    except RecursionError:
-        deps.parse_error = "cannot analyse: nested too deeply"
-        return deps, []
-    deps.defines = _unique(scope.defines)
-    deps.uses = _unique(scope.uses)
-    deps.imports = _unique(scope.imports)
-    return deps, scope.star_imports
-
-
-# ----------------------------------------------------------------------------------------------------
 # Whole notebook
 
 _LIMITS = (
@@ -692,7 +237,7 @@ def _analyse_python(nb: Notebook, order: ExecutionOrder, health: float, imports_
         deps, stars = analyse_cell(cell, trees)
         cells[cell.index] = deps
         if _PYLAB.search(cell.source) and not cell.source.lstrip().startswith("%%"):
-            deps.imports = _unique(deps.imports + _PYLAB_NAMES)
+            deps.imports = unique_names(deps.imports + _PYLAB_NAMES)
             hidden_sources[cell.index] = "%pylab"
         elif stars:
             hidden_sources[cell.index] = "the star import"
@@ -704,10 +249,10 @@ def _analyse_python(nb: Notebook, order: ExecutionOrder, health: float, imports_
     for index in sorted(cells):
         deps = cells[index]
         names = deps.defines + ([n for n in deps.imports if not n.endswith("*")] if imports_as_edges else [])
-        for name in _unique(names):
+        for name in unique_names(names):
             definers.setdefault(name, []).append(index)
         imported.extend(deps.imports)
-    imported = _unique(imported)
+    imported = unique_names(imported)
     imported_names = {n for n in imported if not n.endswith("*")}
 
     failed = sorted(i for i, d in cells.items() if d.parse_error)

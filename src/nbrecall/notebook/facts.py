@@ -1,4 +1,4 @@
-"""Value facts (DESIGN §7): every value a notebook shows, as a small record that value questions are ranked over.
+"""Value facts (architecture §9): every value a notebook shows, as a small record that value questions are ranked over.
 
 "What value did we use for X" is answered by one number among the hundreds a notebook prints. A line of output
 is the wrong unit for that: `Kp = 5.97 tauI = 2.48 tauD = 0.621` holds three answers, and a bare `0.95` means

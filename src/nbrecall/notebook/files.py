@@ -65,12 +65,18 @@ def read_regular(path: str | Path) -> bytes:
 
 
 def walk_notebooks(
-    root: Path, *, skip_hidden: bool = True, exclude: list[str] | None = None, follow_symlinks: bool = False
+    root: Path,
+    *,
+    skip_hidden: bool = True,
+    exclude: list[str] | None = None,
+    follow_symlinks: bool = False,
+    enter: frozenset[str] = frozenset(),
 ) -> Iterator[Path]:
     """Yield notebook files under `root` (or `root` itself if it is a file), in sorted order.
 
     Hidden folders and files (leading dot) and folders named in `exclude` (e.g. `.ipynb_checkpoints`) are
-    skipped. With `follow_symlinks`, folder symlink loops are cut by remembering visited real paths.
+    skipped; folders named in `enter` are entered even when hidden (not when excluded). With `follow_symlinks`,
+    folder symlink loops are cut by remembering visited real paths.
     """
     excluded = set(exclude or [])
     if root.is_file():
@@ -84,7 +90,9 @@ def walk_notebooks(
                 dirs[:] = []
                 continue
             seen.add(real)
-        dirs[:] = sorted(d for d in dirs if d not in excluded and not (skip_hidden and d.startswith(".")))
+        dirs[:] = sorted(
+            d for d in dirs if d not in excluded and (d in enter or not (skip_hidden and d.startswith(".")))
+        )
         for name in sorted(files):
             if name.endswith(".ipynb") and not (skip_hidden and name.startswith(".")):
                 yield Path(folder) / name

@@ -14,19 +14,24 @@ matches the bracketed part so a caller can swap it for a link to the extracted f
 from __future__ import annotations
 
 import ast
-import base64
-import binascii
 import json
 import re
-import warnings
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import unquote, unquote_to_bytes
 
-import lxml.etree
-
-from nbrecall.notebook.analysis import mask_magics
+from nbrecall.notebook.captions import TAG_RE, clip_caption, figure_caption, markdown_caption
+from nbrecall.notebook.figures import (
+    FIGURE_PLACEHOLDER_RE,
+    IMAGE_MIMES,
+    FigureRef,
+    as_text,
+    extract_markdown_images,
+    figure_from_data_uri,
+    figure_from_value,
+    figure_text,
+    human_size,
+    img_tags,
+)
 from nbrecall.notebook.model import Cell, Output
 from nbrecall.notebook.tables import TableSummary, dataframe_html_to_summary, parse_html
 
@@ -60,23 +65,6 @@ class OutputLimits:
     head_lines: int = 10
     tail_lines: int = 10
     table_rows: int = 10
-
-
-@dataclass
-class FigureRef:
-    """An image taken out of an output or a markdown cell; `data` is empty when it is broken (empty, base64 that
-    does not decode, bytes that are not of its format): then it is reported, never written as a file."""
-
-    mime: str
-    size_bytes: int
-    caption: str | None
-    data: bytes
-    source: str  # "output" | "attachment" | "data-uri"
-    name: str | None = None
-
-    @property
-    def broken(self) -> bool:
-        return not self.data
 
 
 @dataclass
@@ -152,7 +140,7 @@ def head_tail(text: str, limits: OutputLimits) -> tuple[str, bool]:
     half the budget each, and a single line too long for it is cut in the middle with `[… N chars omitted …]`.
     """
     if not isinstance(text, str):
-        text = _as_text(text)
+        text = as_text(text)
     body = text[:-1] if text.endswith("\n") else text
     lines = body.split("\n")
     n = len(lines)
@@ -216,29 +204,6 @@ def _bounded(text: str, limits: OutputLimits) -> tuple[str, bool]:
     if len(text) <= limits.max_chars:
         return text.rstrip("\n"), False
     return head_tail(text, limits)
-
-
-def human_size(n: int) -> str:
-    """`512 B`, `12.3 KB`, `1.2 MB` (binary units, one decimal) for figure markers."""
-    if n < 1024:
-        return f"{n} B"
-    if n < 1024**2:
-        return f"{n / 1024:.1f} KB"
-    return f"{n / 1024**2:.1f} MB"
-
-
-def _as_text(value: Any) -> str:
-    """Any mime value as text: strings as they are, lists joined, everything else as JSON."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return "".join(value)
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
-        return str(value)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -329,296 +294,6 @@ def _squash(text: str | None) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# captions
-
-_TITLE_CALLS = {"title", "set_title", "suptitle"}
-_LABEL_CALLS = {"xlabel": "x", "set_xlabel": "x", "ylabel": "y", "set_ylabel": "y"}
-_MAX_CAPTION = 200
-
-
-def _string_value(node: ast.AST) -> str | None:
-    """A string literal's text; f-strings keep `{expr}`; `"…" % x`, `"…" + x`, `"…".format(x)` give "…"."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        parts = []
-        for value in node.values:
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                parts.append(value.value)
-            elif isinstance(value, ast.FormattedValue):
-                parts.append("{" + ast.unparse(value.value) + "}")
-        return "".join(parts)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod | ast.Add):
-        return _string_value(node.left)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"):
-        return _string_value(node.func.value)
-    return None
-
-
-def _parse_code(code: str) -> ast.Module | None:
-    """Parse a cell with magics masked as the dependency analysis does; a few retries mask the offending line
-    (py2 `print x`)."""
-    lines = mask_magics(code).split("\n")
-    for _ in range(4):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # invalid escapes in old code must not cost the caption
-                return ast.parse("\n".join(lines))
-        except SyntaxError as exc:
-            bad = (exc.lineno or 0) - 1
-            if not 0 <= bad < len(lines) or not lines[bad].strip():
-                return None
-            indent = lines[bad][: len(lines[bad]) - len(lines[bad].lstrip())]
-            lines[bad] = indent + "pass"
-        except (ValueError, RecursionError, MemoryError):
-            return None
-    return None
-
-
-def _code_caption(code: str, tree: ast.Module | None = None) -> str | None:
-    """Titles and axis labels set by the cell's plotting calls, e.g. `Loss per epoch (x: epoch, y: loss)`."""
-    if not isinstance(code, str) or not code.strip():
-        return None
-    tree = tree or _parse_code(code)
-    if tree is None:
-        return None
-    titles: list[tuple[int, int, str]] = []
-    labels: list[tuple[int, int, str, str]] = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        pos = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
-        first = _string_value(node.args[0]) if node.args else None
-        if name in _TITLE_CALLS:
-            text = first or next((_string_value(k.value) for k in node.keywords if k.arg in ("label", "t")),
-                                 None)
-            if text:
-                titles.append((*pos, text))
-        elif name in _LABEL_CALLS:
-            text = first or next((_string_value(k.value) for k in node.keywords
-                                  if k.arg in ("xlabel", "ylabel")), None)
-            if text:
-                labels.append((*pos, _LABEL_CALLS[name], text))
-        for kw in node.keywords:  # df.plot(title=…), ax.set(title=…, xlabel=…), px.line(…, title=…)
-            value = _string_value(kw.value) if kw.arg in ("title", "xlabel", "ylabel") else None
-            if value and kw.arg == "title":
-                titles.append((*pos, value))
-            elif value and name == "set":
-                labels.append((*pos, kw.arg[0], value))
-    ordered_titles = _unique(t for *_, t in sorted(titles))
-    ordered_labels = _unique(f"{axis}: {t}" for *_, axis, t in sorted(labels))
-    caption = "; ".join(ordered_titles[:3])
-    if ordered_labels:
-        joined = ", ".join(ordered_labels[:4])
-        caption = f"{caption} ({joined})" if caption else joined
-    return _clip(caption) or None
-
-
-def _unique(items: Any) -> list[str]:
-    out: list[str] = []
-    for item in items:
-        item = " ".join(str(item).split())
-        if item and item not in out:
-            out.append(item)
-    return out
-
-
-def _clip(text: str, limit: int = _MAX_CAPTION) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-_FENCE_RE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)
-_MATH_BLOCK_RE = re.compile(r"\$\$.*?\$\$", re.S)
-_COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
-_MD_IMAGE_STRIP_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
-_MD_LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
-_TAG_RE = re.compile(r"</?[A-Za-z][^<>]*>")
-_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
-
-
-_SCRIPT_RE = re.compile(r"<(script|style)\b.*?(?:</\1\s*>|$)", re.S | re.I)
-# Words that say a sentence is about a drawing (any subject): "the plot below", "this histogram shows", ...
-_DRAWN_WORD = re.compile(
-    r"\b(?:plot|figure|fig|chart|graph|histogram|diagram|visuali[sz]|draw|drew|drawn|show|display|curve|scatter|"
-    r"heat ?map|map|image|picture|illustrat|depict|axis|axes|bar|pie|contour|surface|animat|render|legend|"
-    r"trajector|distribution|spectrum|spectra|profile|line|lines)",
-    re.I,
-)
-_CALL_LIKE = re.compile(r"[\w.]+\([^()]*\)|[{};=]|^\s*(?:import|from|def|class|return)\b")
-_WORD_RE = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])")
-_CODE_WORDS_IGNORED = frozenset([
-    "self", "none", "true", "false", "import", "from", "print", "range", "list", "dict", "numpy", "pandas",
-    "pyplot", "matplotlib", "figsize", "show", "return", "lambda", "with", "class",
-])
-
-
-def _markdown_segments(markdown: str) -> list[tuple[str, bool]]:
-    """The markdown's sentences and headings in order, syntax removed: (text, is_heading)."""
-    text = _FENCE_RE.sub("\n", markdown.replace("\r\n", "\n"))
-    text = _MATH_BLOCK_RE.sub("\n", _COMMENT_RE.sub("", text))
-    text = _SCRIPT_RE.sub("\n", text)
-    text = _MD_IMAGE_STRIP_RE.sub("", text)
-    text = _MD_LINK_RE.sub(r"\1", text)
-    text = _TAG_RE.sub(" ", text)
-    segments: list[tuple[str, bool]] = []
-    paragraph: list[str] = []
-
-    def flush() -> None:
-        if paragraph:
-            segments.extend((part, False) for part in _SENTENCE_END_RE.split(" ".join(paragraph)))
-            paragraph.clear()
-
-    for raw in text.split("\n"):
-        line = raw.strip()
-        if not line or line.startswith("|") or re.fullmatch(r"[-*_=\s]{3,}", line):
-            flush()
-            continue
-        if line.startswith("#"):
-            flush()
-            segments.append((line.lstrip("#").strip(), True))
-            continue
-        line = re.sub(r"^(>\s*)+", "", line)
-        line = re.sub(r"^([-*+]|\d+[.)])\s+", "", line)
-        paragraph.append(line)
-    flush()
-    return [(re.sub(r"(\*\*|__|\*|`)", "", seg).strip().rstrip(":").strip(), heading) for seg, heading in segments]
-
-
-def _code_words(code: str, tree: ast.Module | None = None) -> set[str]:
-    """The words of what a cell's code names: variables, attributes and the functions it calls, and its strings
-    (`loss_per_epoch` → loss, per, epoch; `pyplot.quiver(…)` → quiver; `'Ballast volume'`), lower-cased."""
-    tree = tree or _parse_code(code) if isinstance(code, str) and code.strip() else None
-    if tree is None:
-        return set()
-    found: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            found.append(node.id)
-        elif isinstance(node, ast.Attribute):
-            found.append(node.attr)
-        elif isinstance(node, ast.arg):
-            found.append(node.arg)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) <= 500:
-            found.append(node.value)
-    return {w.lower() for text in found for w in _WORD_RE.findall(text) if len(w) >= 4} - _CODE_WORDS_IGNORED
-
-
-def _is_prose(segment: str) -> bool:
-    """A sentence, not code or markup left in a markdown cell (`alert('markdown cell')`)."""
-    words = segment.split()
-    alphabetic = [w for w in words if re.fullmatch(r"[(\"']?[A-Za-z][A-Za-z'-]*[.,;:!?)\"']*", w)]
-    return len(alphabetic) >= 3 and len(alphabetic) >= 0.6 * len(words) and not _CALL_LIKE.search(segment)
-
-
-def markdown_caption(markdown: str | None, code: str = "", tree: ast.Module | None = None) -> str | None:
-    """A sentence (or heading) of the markdown just above a figure's cell that is about what is drawn: prose that
-    speaks of a drawing (`_DRAWN_WORD`) or names what the code plots (a word of its names or strings). The last
-    such among the final three; None when the markdown is about something else ("Note that the problem is
-    solved when one upgrades to IRKernel 1.0.0.")."""
-    if not isinstance(markdown, str) or not markdown.strip():
-        return None
-    code_words = _code_words(code, tree)
-    for segment, heading in list(reversed(_markdown_segments(markdown)))[:3]:
-        if not re.search(r"[A-Za-z]{2,}", segment) or not (heading or _is_prose(segment)):
-            continue
-        words = {w.lower() for w in _WORD_RE.findall(segment) if len(w) >= 4}
-        if _DRAWN_WORD.search(segment) or words & code_words:
-            return _clip(segment)
-    return None
-
-
-def figure_caption(code: str, markdown_above: str | None, tree: ast.Module | None = None) -> str | None:
-    """Caption for a cell's figures: the titles and axis labels its code sets (the most exact words: "Ballast
-    distribution along the hull (x: …)" where the heading above says "Distribution plot"), else the markdown just
-    above when it is about the figure (`markdown_caption`), else None. `tree` is the code's syntax tree when the
-    caller has it (`Analysis.trees`)."""
-    try:
-        return _code_caption(code, tree) or markdown_caption(markdown_above, code, tree)
-    except Exception:  # a caption is a nicety; odd input must never stop a conversion
-        return None
-
-
-def _svg_labels(svg: str) -> str | None:
-    """Text labels inside an SVG (`<text>`, `<title>`), numbers dropped: a caption of last resort."""
-    try:
-        parser = lxml.etree.XMLParser(recover=True, resolve_entities=False, no_network=True, huge_tree=False)
-        root = lxml.etree.fromstring(svg.encode("utf-8", "replace"), parser)
-    except Exception:
-        return None
-    if root is None:
-        return None
-    found: list[str] = []
-    for el in root.iter():
-        tag = el.tag.rsplit("}", 1)[-1] if isinstance(el.tag, str) else ""
-        if tag in ("text", "title"):
-            text = " ".join("".join(el.itertext()).split())
-            if text and re.search(r"[A-Za-z]{2,}", text) and text not in found:
-                found.append(text)
-        if len(found) >= 5:
-            break
-    return _clip("; ".join(found)) or None
-
-
-# ---------------------------------------------------------------------------------------------------------
-# figures
-
-_IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp", "image/svg+xml",
-                "application/pdf")
-
-
-def _decode_base64(value: str) -> bytes | None:
-    try:
-        return base64.b64decode(value, validate=False)
-    except (binascii.Error, ValueError):
-        return None
-
-
-# How each binary format's files begin: bytes that do not begin so are no image of that format.
-_MAGIC = {
-    "image/png": (b"\x89PNG",), "image/jpeg": (b"\xff\xd8",), "image/gif": (b"GIF8",),
-    "image/webp": (b"RIFF",), "image/bmp": (b"BM",), "application/pdf": (b"%PDF",),
-}
-
-
-def _image_ok(mime: str, data: bytes) -> bool:
-    magic = _MAGIC.get(mime)
-    return bool(data) and (magic is None or data.lstrip(b"\r\n\t ").startswith(magic))
-
-
-def _figure_from_value(mime: str, value: Any, caption: str | None, source: str,
-                       name: str | None = None) -> FigureRef:
-    """Decode one image value; SVG is text, the rest base64. Broken (empty, undecodable, not of its format) →
-    no data, the size estimated from the text."""
-    text = _as_text(value)
-    if mime == "image/svg+xml" and not _looks_base64(text):
-        data = text.encode("utf-8", "surrogatepass")
-        caption = caption or _svg_labels(text)
-        return FigureRef(mime, len(data) if text.strip() else 0, caption, data if text.strip() else b"",
-                         source, name)
-    decoded = _decode_base64(text) if isinstance(value, str) else None
-    if decoded is None or not _image_ok(mime, decoded):
-        return FigureRef(mime, len(decoded) if decoded is not None else len(text) * 3 // 4, caption, b"",
-                         source, name)
-    if mime == "image/svg+xml":
-        caption = caption or _svg_labels(decoded.decode("utf-8", "replace"))
-    return FigureRef(mime, len(decoded), caption, decoded, source, name)
-
-
-def _looks_base64(text: str) -> bool:
-    head = text.lstrip()[:64]
-    return bool(head) and not head.startswith("<") and re.fullmatch(r"[A-Za-z0-9+/=\s]+", head) is not None
-
-
-def _figure_text(figure: FigureRef) -> str:
-    size = "broken image" if figure.broken else human_size(figure.size_bytes)
-    text = f"[figure: {figure.mime}, {size}]"
-    return f"{text} {figure.caption}" if figure.caption else text
-
-
-# ---------------------------------------------------------------------------------------------------------
 # render one output
 
 _MARKERS: tuple[tuple[str, str], ...] = (
@@ -649,16 +324,16 @@ def _marker_for(mime: str) -> str | None:
 
 def _original_chars(output: Output) -> int:
     if output.output_type == "stream":
-        return len(_as_text(output.text))
+        return len(as_text(output.text))
     if output.output_type == "error":
-        return len(str(output.ename)) + len(str(output.evalue)) + sum(len(_as_text(t)) for t in
+        return len(str(output.ename)) + len(str(output.evalue)) + sum(len(as_text(t)) for t in
                                                                    (output.traceback or []))
     data = output.data if isinstance(output.data, dict) else {}
-    return sum(len(_as_text(v)) for v in data.values())
+    return sum(len(as_text(v)) for v in data.values())
 
 
 def _render_stream(output: Output, limits: OutputLimits, original: int) -> RenderedOutput:
-    text = collapse_carriage_returns(strip_ansi(_as_text(output.text)))
+    text = collapse_carriage_returns(strip_ansi(as_text(output.text)))
     kept, truncated = head_tail(text, limits)
     name = output.name if isinstance(output.name, str) else None
     return RenderedOutput("stream", kept, original, truncated, name=name or "stdout")
@@ -675,7 +350,7 @@ def _render_error(output: Output, limits: OutputLimits, original: int) -> Render
     heading, cut = _bounded(heading, limits)
     frames: list[str] = []
     for raw in output.traceback or []:
-        lines = strip_ansi(_as_text(raw)).replace("\r\n", "\n").rstrip().split("\n")
+        lines = strip_ansi(as_text(raw)).replace("\r\n", "\n").rstrip().split("\n")
         kept = [ln.rstrip() for ln in lines if not _HEADER_LINE_RE.fullmatch(ln)]
         while kept and not kept[0].strip():
             kept.pop(0)
@@ -712,15 +387,15 @@ def _plotly_title(value: Any) -> str | None:
     title = layout.get("title") if isinstance(layout, dict) else None
     if isinstance(title, dict):
         title = title.get("text")
-    return _clip(_TAG_RE.sub(" ", title)) if isinstance(title, str) and title.strip() else None
+    return clip_caption(TAG_RE.sub(" ", title)) if isinstance(title, str) and title.strip() else None
 
 
 def _html_image(html: str, caption: str | None) -> FigureRef | None:
     """The first `<img src="data:image/…">` of an HTML output (kernels such as Wolfram's send figures so)."""
     if "data:" not in html:
         return None
-    for _start, _end, attrs in _img_tags(html):
-        figure = _figure_from_data_uri(attrs.get("src", ""), None)
+    for _start, _end, attrs in img_tags(html):
+        figure = figure_from_data_uri(attrs.get("src", ""), None)
         if figure is not None:
             figure.caption = caption or (attrs.get("alt") or attrs.get("title") or "").strip() or None
             figure.source = "output"
@@ -738,7 +413,7 @@ def _render_display(output: Output, caption: str | None, limits: OutputLimits,
     mimes = [m for m in data if isinstance(m, str)]
     if not mimes:
         return RenderedOutput("marker", "[empty output]", original)
-    plain = strip_ansi(_as_text(data["text/plain"])).strip("\n") if "text/plain" in data else None
+    plain = strip_ansi(as_text(data["text/plain"])).strip("\n") if "text/plain" in data else None
     informative = plain if plain and plain.strip() and not is_object_repr(plain) else None
     for mime in _WIDGET_MIMES:
         if mime in data:
@@ -757,13 +432,13 @@ def _render_display(output: Output, caption: str | None, limits: OutputLimits,
             text = f"{summary.markdown}\n\n{summary.shape_line()}\n{summary.summary}"
             return RenderedOutput("table", text, original, summary.truncated, table=summary, mime="text/html")
 
-    image = next((m for m in _IMAGE_MIMES if m in data), None)
+    image = next((m for m in IMAGE_MIMES if m in data), None)
     image = image or next((m for m in mimes if m.startswith("image/")), None)
     # An image beside a LaTeX form is the formula typeset as a picture (sympy's `init_printing(use_latex="png")`):
     # its text is the content (`{A: 4, B: -2, C: -6}`), the picture only a rendering of it.
     if image is not None and not (isinstance(data.get("text/latex"), str) and data["text/latex"].strip()):
-        figure = _figure_from_value(image, data[image], caption, "output")
-        return RenderedOutput("figure", _figure_text(figure), original, figure=figure, mime=image)
+        figure = figure_from_value(image, data[image], caption, "output")
+        return RenderedOutput("figure", figure_text(figure), original, figure=figure, mime=image)
 
     def rich(mime: str) -> RenderedOutput:
         value = data[mime]
@@ -799,7 +474,7 @@ def _render_display(output: Output, caption: str | None, limits: OutputLimits,
             return RenderedOutput("html", kept, original, cut, mime="text/html")
         figure = _html_image(html, caption)
         if figure is not None:
-            return RenderedOutput("figure", _figure_text(figure), original, figure=figure, mime="text/html")
+            return RenderedOutput("figure", figure_text(figure), original, figure=figure, mime="text/html")
         if plain is None or not plain.strip():
             label = media[0] if media else "empty"
             return RenderedOutput("marker", f"[html output: {label}]", original, mime="text/html")
@@ -834,7 +509,7 @@ def render_output(output: Output, *, caption: str | None = None,
 
 def _has_image(output: Output) -> bool:
     data = output.data if isinstance(output.data, dict) else {}
-    return any(isinstance(m, str) and (m.startswith("image/") or m in _IMAGE_MIMES or
+    return any(isinstance(m, str) and (m.startswith("image/") or m in IMAGE_MIMES or
                                        m == "application/vnd.plotly.v1+json") for m in data)
 
 
@@ -849,131 +524,4 @@ def render_outputs(cell: Cell, *, markdown_above: str | None = None,
         caption = figure_caption(cell.source, markdown_above, tree)
     return [render_output(o, caption=caption, limits=limits) for o in outputs]
 
-
-# ---------------------------------------------------------------------------------------------------------
-# images inside markdown cells
-
-FIGURE_PLACEHOLDER_RE = re.compile(r"\[figure (\d+): [^\]]*\]")
-
-_MD_IMAGE_RE = re.compile(
-    r"!\[(?P<alt>[^\]\n]*)\]\(\s*<?(?P<url>data:[^)]*?|attachment:[^)\s>]*)>?"
-    r"(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)"
-)
-_DATA_URI_RE = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[^,;]*)*?),(?P<data>.*)", re.S)
-
-
-class _ImgTagFinder(HTMLParser):
-    """Finds `<img>` start tags with their exact source text and attributes (a real HTML tokenizer)."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.found: list[tuple[int, int, str, dict[str, str]]] = []  # (line, col, raw tag, attributes)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "img":
-            raw = self.get_starttag_text() or ""
-            line, col = self.getpos()
-            self.found.append((line, col, raw, {k: v or "" for k, v in attrs}))
-
-
-def _img_tags(markdown: str) -> list[tuple[int, int, dict[str, str]]]:
-    """(start, end, attributes) of every `<img>` tag in a markdown text."""
-    if "<img" not in markdown.lower():
-        return []
-    finder = _ImgTagFinder()
-    try:
-        finder.feed(markdown)
-        finder.close()
-    except Exception:
-        return []
-    starts = [0]
-    for i, ch in enumerate(markdown):
-        if ch == "\n":
-            starts.append(i + 1)
-    out = []
-    for line, col, raw, attrs in finder.found:
-        if not 1 <= line <= len(starts):
-            continue
-        start = starts[line - 1] + col
-        if raw and markdown.startswith(raw, start):
-            out.append((start, start + len(raw), attrs))
-    return out
-
-
-def _figure_from_data_uri(uri: str, alt: str | None) -> FigureRef | None:
-    match = _DATA_URI_RE.fullmatch(uri.strip())
-    if not match:
-        return None
-    mime = (match.group("mime") or "text/plain").lower()
-    if not (mime.startswith("image/") or mime == "application/pdf"):
-        return None
-    payload = match.group("data")
-    if ";base64" in (match.group("params") or "").lower():
-        decoded = _decode_base64(re.sub(r"\s+", "", unquote(payload)))
-        if decoded is None:
-            return FigureRef(mime, len(payload) * 3 // 4, alt, b"", "data-uri")
-        data = decoded
-    else:
-        data = unquote_to_bytes(payload)
-    return FigureRef(mime, len(data), alt, data, "data-uri")
-
-
-def _figure_from_attachment(name: str, attachments: dict[str, dict[str, str]],
-                            alt: str | None) -> FigureRef | None:
-    bundle = attachments.get(name)
-    if bundle is None:
-        bundle = attachments.get(unquote(name))
-    if not isinstance(bundle, dict) or not bundle:
-        return None
-    mimes = [m for m in bundle if isinstance(m, str)]
-    mime = next((m for m in _IMAGE_MIMES if m in bundle), None)
-    mime = mime or next((m for m in mimes if m.startswith("image/")), None) or (mimes[0] if mimes else None)
-    if mime is None:
-        return None
-    return _figure_from_value(mime, bundle[mime], alt, "attachment", name)
-
-
-def extract_markdown_images(markdown: str,
-                            attachments: dict[str, dict[str, str]]) -> tuple[str, list[FigureRef]]:
-    """Replace embedded images in a markdown cell with `[figure N: <mime>, <size>] alt` placeholders.
-
-    Handles `![alt](data:…)`, `![alt](attachment:name)` and `<img src="data:…|attachment:…">` (found with
-    html.parser, so attribute quoting and order do not matter). N counts the returned figures from 1; a caller
-    rewrites each placeholder with `FIGURE_PLACEHOLDER_RE`. Remote images and missing attachments stay as they
-    are. Never raises: on odd input the text comes back unchanged with no figures.
-    """
-    if not isinstance(markdown, str):
-        return _as_text(markdown), []
-    attachments = attachments if isinstance(attachments, dict) else {}
-    try:
-        spans: list[tuple[int, int, str, str | None]] = []  # (start, end, url, alt)
-        for match in _MD_IMAGE_RE.finditer(markdown):
-            spans.append((match.start(), match.end(), match.group("url"), match.group("alt").strip() or None))
-        for start, end, attrs in _img_tags(markdown):
-            src = attrs.get("src", "").strip()
-            if src.startswith(("data:", "attachment:")):
-                alt = (attrs.get("alt") or attrs.get("title") or "").strip() or None
-                spans.append((start, end, src, alt))
-        spans.sort()
-        out: list[str] = []
-        figures: list[FigureRef] = []
-        pos = 0
-        for start, end, url, alt in spans:
-            if start < pos:
-                continue  # an <img> inside a span already replaced
-            if url.startswith("data:"):
-                figure = _figure_from_data_uri(url, alt)
-            else:
-                figure = _figure_from_attachment(url[len("attachment:"):], attachments, alt)
-            if figure is None:
-                continue
-            figures.append(figure)
-            mark = f"[figure {len(figures)}: {figure.mime}, {human_size(figure.size_bytes)}]"
-            out.append(markdown[pos:start])
-            out.append(f"{mark} {alt}" if alt else mark)
-            pos = end
-        out.append(markdown[pos:])
-        return "".join(out), figures
-    except Exception:
-        return markdown, []
 

@@ -1,4 +1,4 @@
-"""Turn the HTML of a displayed DataFrame back into a table summary (DESIGN §3).
+"""Turn the HTML of a displayed DataFrame back into a table summary (architecture §5).
 
 A DataFrame output is stored twice: as `text/plain` (column-aligned, wrapped, truncated) and as `text/html`.
 The HTML is the only form that keeps the grid, so it is parsed back with lxml: the grid (colspan/rowspan expanded,

@@ -1,4 +1,4 @@
-"""Re-rendering (DESIGN §9): run notebooks again in a sandbox and say which outputs still reproduce.
+"""Re-rendering (architecture §11): run notebooks again in a sandbox and say which outputs still reproduce.
 
 - `sandbox.execute_notebook(nb, SandboxSpec)` → `Execution`: nbclient + IPython kernel inside bubblewrap.
 - `paths.parse_rules`, `paths.scan_notebook`: Windows/UNC/POSIX path rules and the static path report.

@@ -164,16 +164,24 @@ def normalise_text(text: str) -> str:
     return "\n".join(lines)
 
 
+def _number_pairs(a: str, b: str) -> list[tuple[str, str]] | None:
+    """The numbers of `a` and `b` side by side when the text around them is the same (spacing ignored), else None."""
+    split_a, split_b = _NUMBER_RE.split(a), _NUMBER_RE.split(b)
+    if len(split_a) != len(split_b):
+        return None
+    if any(re.sub(r"\s+", "", x) != re.sub(r"\s+", "", y) for x, y in zip(split_a, split_b, strict=True)):
+        return None
+    return list(zip(_NUMBER_RE.findall(a), _NUMBER_RE.findall(b), strict=True))
+
+
 def texts_equal(a: str, b: str, rel_tol: float = 1e-6, abs_tol: float = 1e-12) -> bool:
     """Equal after normalisation, numbers compared with a relative tolerance and spacing ignored."""
     if a == b:
         return True
-    split_a, split_b = _NUMBER_RE.split(a), _NUMBER_RE.split(b)
-    if len(split_a) != len(split_b):
+    pairs = _number_pairs(a, b)
+    if pairs is None:
         return False
-    if any(re.sub(r"\s+", "", x) != re.sub(r"\s+", "", y) for x, y in zip(split_a, split_b, strict=True)):
-        return False
-    for x, y in zip(_NUMBER_RE.findall(a), _NUMBER_RE.findall(b), strict=True):
+    for x, y in pairs:
         if x == y:
             continue
         try:
@@ -414,13 +422,8 @@ def format_equal(a: str, b: str, options: CompareOptions) -> bool:
     """Equal in content once both are in `format_text` form, numbers compared by `numbers_match`."""
     if a == b:
         return True
-    split_a, split_b = _NUMBER_RE.split(a), _NUMBER_RE.split(b)
-    if len(split_a) != len(split_b):
-        return False
-    if any(re.sub(r"\s+", "", x) != re.sub(r"\s+", "", y) for x, y in zip(split_a, split_b, strict=True)):
-        return False
-    return all(numbers_match(x, y, options)
-               for x, y in zip(_NUMBER_RE.findall(a), _NUMBER_RE.findall(b), strict=True))
+    pairs = _number_pairs(a, b)
+    return pairs is not None and all(numbers_match(x, y, options) for x, y in pairs)
 
 
 _TOKEN_RE = re.compile(_NUMBER_RE.pattern + r"|\w+|[^\w\s]")

@@ -7,7 +7,7 @@ How a notebook runs:
   the committed package.json + package-lock.json (npm `pyodide`, 14 MB: the interpreter and the standard library,
   no other package). Without Node.js, the runner or bubblewrap nothing runs: `pyodide_problem()` says why and
   every notebook is recorded `stale: sandbox unavailable`;
-- the sandbox is `sandbox._Prepared`'s (no network, read-only `/usr`, data folder at `/data`, the tree at
+- the sandbox is `sandbox.PreparedRun.bwrap_args`'s (no network, read-only `/usr`, data folder at `/data`, the tree at
   `/project` with a writable throw-away copy of the notebook's folder, tmpfs home, cleared environment), without
   the Python interpreter's folders, plus read-only `/nbrecall/pyodide_runner` (node_modules), the wheel folder at
   `/nbrecall/wheels` and the job file; limits by `prlimit` (address space needs Node's
@@ -21,12 +21,13 @@ How a notebook runs:
   the run (the process group is killed: the cells after it are `not run`), and the result is an `Execution`
   like the kernel's, compared by `compare.py` as usual.
 
-Wheels: `render.pyodide_wheels` names a local folder. An import is served by (1) a wheel there whose top-level
-names include it (pure-Python `py3-none-any` wheels, or wasm32 wheels built for Pyodide 314), its requirements
-loaded from the same folder when present; (2) a package of Pyodide's own lock file (numpy, pandas, ...) whose
-wheel files, dependencies included, are all in the folder (copy them from the Pyodide release tarball of the same
-version); (3) the standard library; (4) a module or package in the notebook's own folder. Anything else is
-reported as a note and, when the notebook stops on it, `stale: package not available offline: <module>`.
+Wheels (`pyodide_wheels.plan_wheels`): the setting `render.pyodide_wheels` names a local folder. An import is
+served by (1) a wheel there whose top-level names include it (pure-Python `py3-none-any` wheels, or wasm32 wheels
+built for Pyodide 314), its requirements loaded from the same folder when present; (2) a package of Pyodide's own
+lock file (numpy, pandas, ...) whose wheel files, dependencies included, are all in the folder (copy them from the
+Pyodide release tarball of the same version); (3) the standard library; (4) a module or package in the notebook's
+own folder. Anything else is reported as a note and, when the notebook stops on it, `stale: package not available
+offline: <module>`.
 IPython magics and shell escapes: see `pyodide_driver.py`.
 """
 
@@ -43,12 +44,9 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
-import zipfile
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -57,35 +55,35 @@ import nbformat
 from nbformat import v4
 
 from nbrecall.render.paths import DATA_MOUNT, PROJECT_MOUNT, posix_binds, windows_rules
+from nbrecall.render.pyodide_wheels import (
+    OFFLINE,
+    RUNNER_DIR,
+    WHEELS_MOUNT,
+    local_modules,
+    plan_wheels,
+    stdlib_modules,
+)
 from nbrecall.render.sandbox import (
     MAX_OUTPUT_CHARS,
     SOURCE_DATE_EPOCH,
     Execution,
+    PreparedRun,
     SandboxSpec,
     SandboxUnavailable,
-    _errors,
-    _Prepared,
-    _tail,
+    cell_errors,
     classify,
-    interpreter_prefixes,
+    log_tail,
     sandbox_problem,
 )
 
 BACKENDS = ("kernel", "pyodide")
-RUNNER_DIR = Path(__file__).with_name("pyodide_runner")
 DRIVER = Path(__file__).with_name("pyodide_driver.py")
 KERNEL_PATHS = Path(__file__).with_name("_kernel_paths.py")
 INSTALL_HINT = "npm ci --prefix src/nbrecall/render/pyodide_runner"
 RUNNER_MOUNT = "/nbrecall/pyodide_runner"
-WHEELS_MOUNT = "/nbrecall/wheels"
 JOB_MOUNT = "/nbrecall/job.json"
 NO_WHEELS = "/tmp/nbrecall-no-wheels"
-OFFLINE = "package not available offline"
 MAGIC_REASON = "IPython magic not supported"
-# the platform Pyodide's wheels are built for, for requirement markers of wheels in the folder
-_MARKER_ENV = {"sys_platform": "emscripten", "platform_system": "Emscripten", "platform_machine": "wasm32",
-               "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython",
-               "python_version": "3.14", "python_full_version": "3.14.2", "extra": ""}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -204,187 +202,6 @@ def _imports(sources: list[str]) -> set[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Wheels
-
-
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-@dataclass
-class Wheel:
-    """A wheel file of the local folder."""
-
-    file: str
-    name: str  # normalised distribution name
-    imports: list[str]
-    requires: list[str]  # normalised names of its unconditional (for Pyodide) requirements
-
-
-@lru_cache(maxsize=1)
-def _stdlib() -> frozenset[str]:
-    names = set(sys.stdlib_module_names)
-    try:
-        with zipfile.ZipFile(_pyodide_package() / "python_stdlib.zip") as zf:
-            names.update(n.split("/")[0].removesuffix(".py") for n in zf.namelist())
-    except (OSError, zipfile.BadZipFile):
-        pass
-    return frozenset(names)
-
-
-@lru_cache(maxsize=1)
-def _lock() -> dict[str, Any]:
-    try:
-        return dict(json.loads((_pyodide_package() / "pyodide-lock.json").read_text())["packages"])
-    except (OSError, ValueError, KeyError):
-        return {}
-
-
-def _wheel_compatible(file: str) -> bool:
-    parts = file[: -len(".whl")].split("-")
-    if len(parts) < 5:
-        return False
-    platform = parts[-1]
-    return platform == "any" or "wasm32" in platform
-
-
-def _read_wheel(path: Path) -> Wheel | None:
-    try:
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-            info = next((n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info")), None)
-            meta = zf.read(f"{info}/METADATA").decode("utf-8", "replace") if info else ""
-            top = zf.read(f"{info}/top_level.txt").decode() if info and f"{info}/top_level.txt" in names else ""
-    except (OSError, zipfile.BadZipFile, KeyError):
-        return None
-    headers = HeaderParser().parsestr(meta)
-    name = _normalise(headers.get("Name") or path.name.split("-")[0])
-    imports = [t.strip() for t in top.splitlines() if t.strip()]
-    if not imports:
-        for entry in names:
-            head = entry.split("/")[0]
-            if head.endswith((".dist-info", ".data")) or head.startswith("_") and head.endswith(".pth"):
-                continue
-            mod = head.split(".")[0] if "/" not in entry else head
-            if mod and mod.isidentifier():
-                imports.append(mod)
-    requires: list[str] = []
-    for raw in headers.get_all("Requires-Dist") or []:
-        try:
-            from packaging.requirements import Requirement
-
-            req = Requirement(raw)
-        except Exception:
-            continue
-        if req.marker is not None:
-            try:
-                if not req.marker.evaluate(_MARKER_ENV):
-                    continue
-            except Exception:
-                continue
-        requires.append(_normalise(req.name))
-    return Wheel(path.name, name, sorted(set(imports)), requires)
-
-
-@dataclass
-class WheelPlan:
-    """What to load for a notebook: `load` goes to `pyodide.loadPackage` (lock names or sandbox wheel paths)."""
-
-    load: list[str] = field(default_factory=list)
-    unavailable: dict[str, str] = field(default_factory=dict)  # module → why
-    notes: list[str] = field(default_factory=list)
-
-
-def plan_wheels(imports: set[str], wheels_dir: Path | None, local: set[str]) -> WheelPlan:
-    """Resolve the notebook's imports against the wheel folder, Pyodide's lock file and the standard library."""
-    plan = WheelPlan()
-    files: dict[str, Wheel] = {}
-    if wheels_dir is not None and wheels_dir.is_dir():
-        for path in sorted(wheels_dir.glob("*.whl")):
-            if not _wheel_compatible(path.name):
-                plan.notes.append(f"wheel {path.name}: not pure-Python nor wasm32, not usable in Pyodide")
-                continue
-            wheel = _read_wheel(path)
-            if wheel is not None:
-                files[path.name] = wheel
-    lock = _lock()
-    present = set(files)
-    lock_files = {spec.get("file_name"): name for name, spec in lock.items()}
-    folder = {w.name: w for f, w in files.items() if f not in lock_files}  # wheels not from Pyodide's release
-    by_import: dict[str, Wheel] = {}
-    for wheel in folder.values():
-        for mod in wheel.imports:
-            by_import.setdefault(mod, wheel)
-    lock_by_import: dict[str, str] = {}
-    for name, spec in lock.items():
-        for mod in spec.get("imports") or []:
-            lock_by_import.setdefault(mod, name)
-    chosen: list[str] = []
-
-    def missing_lock_files(name: str, seen: set[str]) -> list[str]:
-        if name in seen:
-            return []
-        seen.add(name)
-        spec = lock.get(name)
-        if spec is None:
-            return [name]
-        out = [] if spec.get("file_name") in present else [str(spec.get("file_name") or name)]
-        for dep in spec.get("depends") or []:
-            out += missing_lock_files(dep, seen)
-        return out
-
-    def add_lock(name: str) -> list[str]:
-        missing = missing_lock_files(name, set())
-        if not missing and name not in chosen:
-            chosen.append(name)
-        return missing
-
-    def add_wheel(wheel: Wheel, seen: set[str]) -> None:
-        if wheel.name in seen:
-            return
-        seen.add(wheel.name)
-        for req in wheel.requires:
-            if req in folder:
-                add_wheel(folder[req], seen)
-            elif (req in lock and not add_lock(req)) or (req not in lock and req in _stdlib()):
-                continue
-            else:
-                plan.notes.append(f"wheel {wheel.file} requires {req}: not in render.pyodide_wheels")
-        path = f"{WHEELS_MOUNT}/{wheel.file}"
-        if path not in chosen:
-            chosen.append(path)
-
-    for mod in sorted(imports):
-        if mod in by_import:
-            add_wheel(by_import[mod], set())
-        elif mod in lock_by_import:
-            missing = add_lock(lock_by_import[mod])
-            if missing:
-                plan.unavailable[mod] = ("a Pyodide package whose wheel files are not in render.pyodide_wheels: "
-                                         + ", ".join(missing[:6]))
-        elif mod in _stdlib() or mod in local or mod in ("js", "pyodide", "pyodide_js", "IPython"):
-            continue
-        else:
-            plan.unavailable[mod] = "not in Pyodide's standard library nor in render.pyodide_wheels"
-    plan.load = chosen
-    for mod, why in plan.unavailable.items():
-        plan.notes.append(f"{OFFLINE}: {mod} ({why})")
-    return plan
-
-
-def _local_modules(folder: Path) -> set[str]:
-    """Modules the notebook's own folder provides (`helper.py`, `pkg/`)."""
-    names: set[str] = set()
-    try:
-        for entry in folder.iterdir():
-            if entry.suffix == ".py" or (entry.is_dir() and entry.name.isidentifier()):
-                names.add(entry.stem if entry.suffix == ".py" else entry.name)
-    except OSError:
-        pass
-    return names
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # The run
 
 
@@ -407,7 +224,7 @@ def _pretty_source() -> str:
         return ""
 
 
-class _PyodidePrepared(_Prepared):
+class _PyodidePrepared(PreparedRun):
     """The kernel sandbox's folder and bwrap command, running the Node.js runner instead of the kernel."""
 
     def __init__(self, spec: SandboxSpec, wheels_dir: Path | None) -> None:
@@ -425,22 +242,10 @@ class _PyodidePrepared(_Prepared):
         return out
 
     def runner_command(self, fd: int) -> list[str]:
-        spec, lim = self.spec, self.spec.limits
-        base = self.command("")
+        lim = self.spec.limits
         prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
         switch = self.user_switch()
-        first = switch[0] if switch else prlimit
-        cut = next(i for i in range(len(base) - 1) if base[i] == "--" and base[i + 1] == first)
-        head = base[:cut]
-        drop = set(interpreter_prefixes(spec.python))  # the Python interpreter is not needed here
-        args: list[str] = []
-        i = 0
-        while i < len(head):
-            if head[i] == "--ro-bind" and i + 2 < len(head) and head[i + 1] in drop and head[i + 1] == head[i + 2]:
-                i += 3
-                continue
-            args.append(head[i])
-            i += 1
+        args = self.bwrap_args(interpreter=False)  # the Python interpreter is not needed here
         node = node_binary() or "node"
         real = os.path.realpath(node)
         if not real.startswith("/usr/"):
@@ -543,7 +348,7 @@ def execute_notebook_pyodide(nb: nbformat.NotebookNode, spec: SandboxSpec,
     for i in code_cells:
         nb.cells[i].outputs = []
         nb.cells[i].execution_count = None
-    plan = plan_wheels(_imports(list(sources.values())), wheels_dir, _local_modules(spec.workdir))
+    plan = plan_wheels(_imports(list(sources.values())), wheels_dir, local_modules(spec.workdir))
     result.unavailable = dict(plan.unavailable)
     result.notes += plan.notes
     prepared = _PyodidePrepared(spec, wheels_dir)
@@ -642,7 +447,7 @@ def execute_notebook_pyodide(nb: nbformat.NotebookNode, spec: SandboxSpec,
         for fd in (read_fd, write_fd):
             if fd >= 0:
                 os.close(fd)
-        result.stderr = (_tail(prepared.log_path) + ("\n" + result.fatal if result.fatal else ""))[-4000:]
+        result.stderr = (log_tail(prepared.log_path) + ("\n" + result.fatal if result.fatal else ""))[-4000:]
         result.notes += [n for n in prepared.notes if n not in result.notes]
         prepared.cleanup()
         result.duration_s = time.monotonic() - started
@@ -651,7 +456,7 @@ def execute_notebook_pyodide(nb: nbformat.NotebookNode, spec: SandboxSpec,
     result.executed = sorted(done)
     stopped = (result.timed_out, result.died_at)
     result.not_run = [i for i in code_cells if i not in done and i not in stopped]
-    result.errors = _errors(nb, result)
+    result.errors = cell_errors(nb, result)
     result.reason = classify(result)
     return result
 
@@ -673,7 +478,7 @@ def refine_reason(result: Any, execution: Execution) -> None:
     if error is not None and error.ename == "ModuleNotFoundError":
         match = _MODULE_RE.search(error.evalue)
         module = match.group(1) if match else ""
-        if module and (module in execution.unavailable or module not in _stdlib()):
+        if module and (module in execution.unavailable or module not in stdlib_modules()):
             result.reason = f"{OFFLINE}: {module}"
     elif error is not None and error.ename == "UnsupportedMagic":
         result.reason = f"{MAGIC_REASON}: {error.evalue.split(':')[0]}"

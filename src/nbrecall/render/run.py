@@ -308,7 +308,7 @@ def _worker(path: str, root: str | None, options: RenderOptions) -> dict[str, An
 
 @dataclass
 class RenderTask:
-    """One notebook's sandboxed render as an executor task (`nbrecall.ingest.executor`), e.g. a Ray task.
+    """One notebook's sandboxed render as an executor task (`nbrecall.executor`), e.g. a Ray task.
 
     The sandbox goes with the task: bubblewrap, prlimit and the timeouts run on the worker's node exactly as
     locally (without bubblewrap there the notebook is recorded `stale: sandbox unavailable`, never run bare).
@@ -330,7 +330,7 @@ def _render_through(
     """`render_many` on an executor: results in input order, written here (see `RenderTask`)."""
 
     def failed(item: tuple[str, str | None], exc: BaseException) -> tuple[dict[str, Any], Any]:
-        from nbrecall.ingest.executor import ExecutorError
+        from nbrecall.executor import ExecutorError
 
         if isinstance(exc, ExecutorError):
             raise exc
@@ -354,7 +354,7 @@ def render_many(
 ) -> Iterator[RenderResult]:
     """Render `items` with `options.workers` processes (spawned); yield results as they finish.
 
-    With an `executor` (`nbrecall.ingest.executor`, e.g. Ray) each notebook is one of its tasks instead, and
+    With an `executor` (`nbrecall.executor`, e.g. Ray) each notebook is one of its tasks instead, and
     results come in input order."""
     if not items:
         return

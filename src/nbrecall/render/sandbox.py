@@ -263,7 +263,7 @@ def _tree(root: Path | None) -> list[Path]:
     return paths
 
 
-class _Prepared:
+class PreparedRun:
     """A per-notebook run folder (ipc sockets, startup file, passwd, work copy) and the bwrap command line."""
 
     def __init__(self, spec: SandboxSpec) -> None:
@@ -305,7 +305,9 @@ class _Prepared:
         )
         self.startup = startup
 
-    def command(self, connection_file: str) -> list[str]:
+    def bwrap_args(self, *, interpreter: bool = True) -> list[str]:
+        """The bubblewrap command up to the program it runs (mounts, environment); `command` adds the kernel.
+        `interpreter=False` leaves the Python interpreter's folders out (the Pyodide backend runs Node.js)."""
         spec, lim = self.spec, self.spec.limits
         bwrap = shutil.which("bwrap") or "bwrap"
         cmd = [bwrap, "--die-with-parent", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
@@ -331,7 +333,8 @@ class _Prepared:
         cmd += ["--perms", "0777", "--dir", f"{HOME}/.config", "--perms", "0777", "--dir", f"{HOME}/.config/matplotlib"]
         cmd += ["--ro-bind", str(self.root / "matplotlibrc"), f"{HOME}/.config/matplotlib/matplotlibrc"]
         for prefix in interpreter_prefixes(spec.python):
-            cmd += ["--ro-bind", prefix, prefix]
+            if interpreter:
+                cmd += ["--ro-bind", prefix, prefix]
         cmd += ["--ro-bind", str(self.project), PROJECT_MOUNT]
         if self.copy is not None:
             cmd += ["--bind", str(self.copy), self.cwd]
@@ -367,6 +370,12 @@ class _Prepared:
         }
         for key, value in env.items():
             cmd += ["--setenv", key, value]
+        return cmd
+
+    def command(self, connection_file: str) -> list[str]:
+        """The bwrap command line of the kernel: `bwrap_args`, then prlimit and ipykernel under the run's limits."""
+        spec, lim = self.spec, self.spec.limits
+        cmd = self.bwrap_args()
         memory = lim.memory_mb * 1024 * 1024
         cpu = max(1, int(lim.cpu_seconds))
         limits = [f"--as={memory}", f"--cpu={cpu}:{cpu + 5}", f"--fsize={lim.file_mb * 1024 * 1024}", "--core=0",
@@ -397,9 +406,9 @@ class _Prepared:
 
 
 class SandboxKernelManager(AsyncKernelManager):
-    """An async kernel manager whose kernel command is the bubblewrap command of a `_Prepared` run."""
+    """An async kernel manager whose kernel command is the bubblewrap command of a `PreparedRun` run."""
 
-    prepared: _Prepared | None = None
+    prepared: PreparedRun | None = None
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         assert self.prepared is not None
@@ -422,7 +431,7 @@ def _size(content: dict[str, Any]) -> int:
 class _Client(NotebookClient):
     """nbclient with the sandbox's kernel manager and a cap on how much output one cell may send."""
 
-    def __init__(self, nb: nbformat.NotebookNode, prepared: _Prepared, **kw: Any) -> None:
+    def __init__(self, nb: nbformat.NotebookNode, prepared: PreparedRun, **kw: Any) -> None:
         super().__init__(nb, **kw)
         self._prepared = prepared
         self.sandbox_km: SandboxKernelManager | None = None
@@ -466,7 +475,7 @@ def _exit_code(km: SandboxKernelManager | None) -> int | None:
     return process.poll()
 
 
-def _tail(path: Path, limit: int = 2000) -> str:
+def log_tail(path: Path, limit: int = 2000) -> str:
     try:
         data = path.read_bytes()[-limit:]
     except OSError:
@@ -474,7 +483,7 @@ def _tail(path: Path, limit: int = 2000) -> str:
     return data.decode("utf-8", "replace")
 
 
-async def _run(nb: nbformat.NotebookNode, prepared: _Prepared, result: Execution) -> None:
+async def _run(nb: nbformat.NotebookNode, prepared: PreparedRun, result: Execution) -> None:
     lim = prepared.spec.limits
     client = _Client(
         nb, prepared,
@@ -518,7 +527,7 @@ def execute_notebook(nb: nbformat.NotebookNode, spec: SandboxSpec) -> Execution:
     nb = copy.deepcopy(nb)
     started = time.monotonic()
     result = Execution(notebook=nb)
-    prepared = _Prepared(spec)
+    prepared = PreparedRun(spec)
     result.notes += prepared.notes
     try:
         asyncio.run(asyncio.wait_for(_run(nb, prepared, result), timeout=spec.limits.notebook_timeout))
@@ -528,19 +537,19 @@ def execute_notebook(nb: nbformat.NotebookNode, spec: SandboxSpec) -> Execution:
         result.kernel_died = True
         result.notes.append(f"kernel error: {exc}")
     finally:
-        result.stderr = _tail(prepared.log_path)
+        result.stderr = log_tail(prepared.log_path)
         result.notes += [n for n in prepared.notes if n not in result.notes]
         prepared.cleanup()
         result.duration_s = time.monotonic() - started
     code_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
     if result.notebook_timeout:
         result.not_run = [i for i in code_cells if i not in result.executed]
-    result.errors = _errors(nb, result)
+    result.errors = cell_errors(nb, result)
     result.reason = classify(result)
     return result
 
 
-def _errors(nb: nbformat.NotebookNode, result: Execution) -> list[CellError]:
+def cell_errors(nb: nbformat.NotebookNode, result: Execution) -> list[CellError]:
     errors: list[CellError] = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":

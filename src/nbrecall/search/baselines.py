@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 
 from nbrecall.index.cache import EmbeddingCache
-from nbrecall.index.store import ChunkRow, LanceStore, SearchFilters
+from nbrecall.index.store import LanceStore
 from nbrecall.notebook.files import walk_notebooks
 from nbrecall.notebook.model import Cell, Notebook
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook
+from nbrecall.records import ChunkRow, SearchFilters
 from nbrecall.search.evaluate import SearchFn
 
 log = logging.getLogger(__name__)

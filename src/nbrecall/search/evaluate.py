@@ -4,7 +4,12 @@ Metrics, overall and per query kind:
 - nb@1, nb@3, nb@5: the right notebook (or one listed under `also`) among the first k distinct notebooks;
 - MRR: mean reciprocal rank of the first right notebook (distinct-notebook ranks);
 - cell@10c: a right cell among the first 10 distinct (notebook, cell) pairs, flattening each result's `cells`
-  in rank order.
+  in rank order;
+- cell@10c+: as cell@10c, and a cell of a copy listed under `also` counts when its source is the source of a right
+  cell (`copy_cells`): with one result per family the copy can be the one shown, and it holds the same cell;
+- fam@5: distinct notebook families (`family` of the contract; a notebook without one is its own) among the
+  first five distinct notebooks shown as results of their own (a cell listed from another version, `version_of`,
+  is part of its result): how much of the first page is not the same notebook again.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ class Query:
     cells: list[int]
     answer: str | None = None
     also: list[str] = field(default_factory=list)
+    copy_cells: dict[str, list[int]] = field(default_factory=dict)  # `also` notebook → its cells equal to right ones
 
 
 @dataclass
@@ -34,6 +40,8 @@ class QueryOutcome:
     query: Query
     notebook_rank: int | None  # 1-based rank among distinct notebooks, None if absent
     cell_hit: bool
+    families_top5: int = 0  # distinct families among the first five distinct notebooks
+    copy_cell_hit: bool = False  # cell_hit, or the same cell (by source) of an `also` copy
 
 
 def load_queries(path: Path) -> list[Query]:
@@ -53,6 +61,34 @@ def load_queries(path: Path) -> list[Query]:
                 )
             )
     return queries
+
+
+def resolve_copies(queries: list[Query], root: Path) -> None:
+    """Fill `copy_cells`: for each `also` notebook under `root`, its cells whose source (whitespace aside) is the
+    source of one of the query's right cells. Unreadable notebooks give none."""
+    import nbformat
+
+    cache: dict[str, list[str] | None] = {}
+
+    def sources(rel: str) -> list[str] | None:
+        if rel not in cache:
+            try:
+                nb = nbformat.read(root / rel, as_version=4)
+                cache[rel] = [" ".join(str(c.get("source", "")).split()) for c in nb.cells]
+            except Exception:
+                cache[rel] = None
+        return cache[rel]
+
+    for query in queries:
+        target = sources(query.notebook)
+        if not target or not query.also:
+            continue
+        wanted = {target[i] for i in query.cells if 0 <= i < len(target) and target[i]}
+        for rel in query.also:
+            cells = sources(rel) or []
+            found = [i for i, src in enumerate(cells) if src and src in wanted]
+            if found:
+                query.copy_cells[rel] = found
 
 
 def _norm(path: str) -> str:
@@ -76,7 +112,17 @@ def judge(query: Query, results: list[dict[str, Any]], cell_depth: int = 10) -> 
                 seen.append(pair)
     target = _norm(query.notebook)
     cell_hit = any(nb == target and cell in query.cells for nb, cell in seen[:cell_depth])
-    return QueryOutcome(query, rank, cell_hit)
+    family_of: dict[str, str] = {}
+    entries: list[str] = []  # the results a user sees: a cell listed from another version belongs to its result
+    for result in results:
+        name = _norm(result["notebook"])
+        family_of.setdefault(name, result.get("family") or name)
+        if not result.get("version_of") and name not in entries:
+            entries.append(name)
+    families = len({family_of[name] for name in entries[:5]})
+    copies = {_norm(nb): set(cells) for nb, cells in query.copy_cells.items()}
+    copy_hit = cell_hit or any(cell in copies.get(nb, ()) for nb, cell in seen[:cell_depth])
+    return QueryOutcome(query, rank, cell_hit, families, copy_hit)
 
 
 def metrics(outcomes: Iterable[QueryOutcome]) -> dict[str, float]:
@@ -89,6 +135,8 @@ def metrics(outcomes: Iterable[QueryOutcome]) -> dict[str, float]:
         "nb@5": sum(1 for o in items if o.notebook_rank and o.notebook_rank <= 5) / n,
         "MRR": sum(1.0 / o.notebook_rank for o in items if o.notebook_rank) / n,
         "cell@10c": sum(1 for o in items if o.cell_hit) / n,
+        "cell@10c+": sum(1 for o in items if o.copy_cell_hit) / n,
+        "fam@5": sum(o.families_top5 for o in items) / n,
     }
 
 

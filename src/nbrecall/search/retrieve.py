@@ -1,124 +1,22 @@
-"""Retrieval (DESIGN §6): hybrid fan-out, group by notebook, priors, anchor cells and neighbourhoods."""
+"""Retrieval (architecture §8): hybrid fan-out, group by notebook, priors, anchor cells and neighbourhoods."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from nbrecall.config import RetrieveSettings
-from nbrecall.index.fusion import FusionSettings, StoreHit
-from nbrecall.index.store import SearchFilters, Store
-from nbrecall.ingest.manifest import CellRecord, Manifest
+from nbrecall.config import FamilySettings, RetrieveSettings
 from nbrecall.notebook.facts import Fact
-
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:[.,]\d+)*")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "of",
-        "on",
-        "or",
-        "our",
-        "the",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "where",
-        "which",
-        "who",
-        "why",
-        "with",
-        "you",
-        "your",
-        "show",
-        "me",
-        "plot",
-        "value",
-        "used",
-        "use",
-        "get",
-        "got",
-        "find",
-        "calculation",
-    ]
-)
-
-
-def query_terms(text: str) -> set[str]:
-    """Lower-cased content words of a query (identifiers split on underscores too)."""
-    terms: set[str] = set()
-    for word in _WORD.findall(text.lower()):
-        for part in {word, *word.split("_")}:
-            if len(part) >= 2 and part not in _STOP:
-                terms.add(part)
-    return terms
-
-
-@dataclass
-class Hit:
-    """One result as a user sees it (the JSON contract of `nbrecall search --json`)."""
-
-    notebook: str
-    root: str
-    cell: int
-    cells: list[int]
-    cell_id: str
-    kind: str
-    score: float
-    heading: str
-    snippet: str
-    nb_sha: str = ""
-    year: int | None = None
-    project: str = ""
-    author: str = ""
-    stale: bool = False
-    deprecated: bool = False
-    fact: dict[str, Any] | None = None  # a `fact` hit: value, label, unit, code (`notebook.facts.Fact`)
-    chunk_seq: int | None = field(default=None, repr=False)
-
-    def contract(self) -> dict[str, Any]:
-        found = {
-            "notebook": self.notebook,
-            "root": self.root,
-            "cell": self.cell,
-            "cells": self.cells,
-            "cell_id": self.cell_id,
-            "kind": self.kind,
-            "score": round(self.score, 6),
-            "heading": self.heading,
-            "snippet": self.snippet,
-            "year": self.year,
-            "project": self.project,
-            "author": self.author,
-            "stale": self.stale,
-            "deprecated": self.deprecated,
-        }
-        if self.fact is not None:
-            found["fact"] = self.fact
-        return found
+from nbrecall.protocols import Manifest, Store
+from nbrecall.records import CONTENT_KINDS, FACT_KIND, CellRecord, FusionSettings, Hit, SearchFilters, StoreHit
+from nbrecall.search.anchor import pick_anchor
+from nbrecall.search.families import FamilyEntry, arrange, entry_path, lacking, versions
+from nbrecall.search.terms import RANKING_STOP_WORDS as _STOP
+from nbrecall.search.terms import RANKING_WORD as _WORD
+from nbrecall.search.terms import query_terms
 
 
 @dataclass
@@ -132,6 +30,10 @@ class NotebookResult:
     hits: list[Hit]
     neighbourhood: list[CellRecord] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    family: str = ""
+    n_versions: int = 0  # other members of its family (listed in `versions`, at most `max_listed`)
+    versions: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint_of: str | None = None
     # Every cell a chunk of the fan-out covered, with the best fused score among those chunks: where in the
     # notebook retrieval found the question (the answerer's cell-level evidence).
     cell_scores: dict[int, float] = field(default_factory=dict)
@@ -177,27 +79,6 @@ def snippet(text: str, terms: set[str], width: int = 240) -> str:
     begin = max(0, best - width // 4)
     piece = body[begin : begin + width].replace("\n", " ⏎ ")
     return ("…" if begin else "") + piece.strip() + ("…" if begin + width < len(body) else "")
-
-
-def _cell_overlap(cell: CellRecord, terms: set[str]) -> int:
-    words = query_terms(cell.source + "\n" + cell.outputs)
-    return len(terms & words)
-
-
-def _pick_anchor(row: dict[str, Any], cells: dict[int, CellRecord], terms: set[str]) -> tuple[int, list[int]]:
-    """Within a multi-cell chunk, point at the cell that shares most query words; that cell comes first."""
-    covered = list(row["cells"])
-    anchor = row["anchor"]
-    if len(covered) > 1 and cells:
-        scored = [
-            (_cell_overlap(cells[i], terms), cells[i].cell_type == "code", -abs(i - anchor), i)
-            for i in covered
-            if i in cells
-        ]
-        if scored:
-            anchor = max(scored)[3]
-    ordered = [anchor] + sorted((i for i in covered if i != anchor), key=lambda i: abs(i - anchor))
-    return anchor, ordered
 
 
 def _prior(row: dict[str, Any]) -> float:
@@ -347,6 +228,55 @@ def neighbourhood(cells: list[CellRecord], anchor: int, after: int = 2) -> list[
     return [c for c in picked if not (c.idx in seen or seen.add(c.idx))]  # type: ignore[func-returns-value]
 
 
+def _search_apart(
+    query: str, vector: np.ndarray | None, store: Store, settings: RetrieveSettings, filters: SearchFilters,
+    fusion: FusionSettings,
+) -> tuple[list[StoreHit], list[StoreHit]]:
+    """The content chunks and the value facts, searched apart.
+
+    A fact repeats one value of a cell that a content chunk already holds, in a short text; searched together,
+    a notebook's many facts (short texts score high in BM25) took the fan-out's places and the notebook ranking's
+    votes from the chunks (issue 13: eval nb@1 0.950 → 0.900). So notebooks are ranked by their content chunks,
+    as without facts, and the facts, found by a second search, are shown inside them.
+    """
+    wanted = filters.kinds
+    content = [k for k in (wanted or CONTENT_KINDS) if k != FACT_KIND]
+    hits = store.search(query, vector, settings.fanout, replace(filters, kinds=content), fusion) if content else []
+    fact_hits: list[StoreHit] = []
+    if wanted is None or FACT_KIND in wanted:
+        fact_hits = store.search(query, vector, settings.fanout, replace(filters, kinds=[FACT_KIND]), fusion)
+    return hits, fact_hits
+
+
+def _make_hit(
+    hit: StoreHit, nb_sha: str, cells: dict[int, CellRecord], terms: set[str], **labels: Any
+) -> tuple[int, Hit]:
+    """One store hit as a user sees it: its anchor cell (`pick_anchor`) and the `Hit`; `labels` are the family
+    fields (`family`, `versions`, `checkpoint_of`, `version_of`)."""
+    row = hit.row
+    anchor, ordered = pick_anchor(row, cells, terms)
+    cell = cells.get(anchor)
+    return anchor, Hit(
+        notebook=row["notebook"],
+        root=row["root"],
+        cell=anchor,
+        cells=ordered,
+        cell_id=cell.cell_id if cell else row["anchor_id"],
+        kind=row["kind"],
+        score=hit.score,
+        heading=row["heading"],
+        snippet=snippet(row["text"], terms),
+        nb_sha=nb_sha,
+        year=row.get("year"),
+        project=row.get("project") or "",
+        author=row.get("author") or "",
+        stale=bool(row.get("stale")),
+        deprecated=bool(row.get("deprecated")),
+        chunk_seq=chunk_seq(row["chunk_id"]),
+        **labels,
+    )
+
+
 def retrieve(
     query: str,
     store: Store,
@@ -356,8 +286,12 @@ def retrieve(
     filters: SearchFilters | None = None,
     per_notebook: int | None = None,
     max_notebooks: int = 10,
+    families: FamilySettings | None = None,
+    all_versions: bool = False,
 ) -> SearchResult:
-    """Hybrid search, grouped by notebook, with anchors and neighbourhoods for the top notebooks."""
+    """Hybrid search, grouped by notebook, with anchors and neighbourhoods for the top notebooks.
+
+    With `families`, one result per notebook family (`search.families`), unless `all_versions`."""
     filters = filters or SearchFilters()
     # The vector was embedded from the whole question; keyword search, the phrase bonus and the anchor choice see
     # only the words the user asks for (not the negated ones).
@@ -365,50 +299,55 @@ def retrieve(
     terms = query_terms(positive)
     kinds = intent_kinds(positive)
     fusion = FusionSettings(settings.fusion, settings.alpha, settings.rrf_k)
-    hits = store.search(positive, query_vector, settings.fanout, filters, fusion)
+    hits, fact_hits = _search_apart(positive, query_vector, store, settings, filters, fusion)
     hits = rerank(positive, hits, settings.phrase_weight, settings.intent_boost)
-    ranked = group_by_notebook(hits, manifest.indexed_shas({h.row["nb_sha"] for h in hits}))
+    fact_hits = rerank(positive, fact_hits, settings.phrase_weight, settings.intent_boost)
+    indexed = manifest.indexed_shas({h.row["nb_sha"] for h in hits + fact_hits})
+    ranked = group_by_notebook(hits or fact_hits, indexed)
+    facts_by_nb: dict[str, list[StoreHit]] = {}
+    for hit in fact_hits if hits else []:
+        facts_by_nb.setdefault(hit.row["nb_sha"], []).append(hit)
+    entries = arrange(ranked, manifest, families, collapse=not all_versions) if families is not None else [
+        FamilyEntry(sha, score, group, "") for sha, score, group in ranked]
+    entries = entries[:max_notebooks]
+    listed = versions(manifest, entries, families) if families is not None else {}
     results: list[NotebookResult] = []
-    for position, (sha, score, group) in enumerate(ranked[:max_notebooks]):
+    for position, entry in enumerate(entries):
+        sha, score, group = entry.sha, entry.score, entry.group
+        n_versions, others = listed.get(sha, (0, []))
         cells = {c.idx: c for c in manifest.cells(sha)}
         shown: list[Hit] = []
         anchors: set[int] = set()
-        for hit in shown_order(group, kinds, settings.hit_floor, settings.kind_slot):
-            if len(shown) >= (per_notebook or settings.hits_per_notebook):
+        limit = per_notebook or settings.hits_per_notebook
+        # the notebook's chunks first (they decided its place), then its best value facts on cells not shown yet,
+        # while there is room: a fact names the one value of a cell the chunks above only contain
+        for hit in shown_order(group, kinds, settings.hit_floor, settings.kind_slot) + facts_by_nb.get(sha, []):
+            if len(shown) >= limit:
                 break
-            row = hit.row
-            anchor, ordered = _pick_anchor(row, cells, terms)
+            anchor, made = _make_hit(hit, sha, cells, terms, checkpoint_of=entry.checkpoint_of, family=entry.family,
+                                     versions=others)
             if anchor in anchors:
                 continue
             anchors.add(anchor)
-            cell = cells.get(anchor)
-            shown.append(
-                Hit(
-                    notebook=row["notebook"],
-                    root=row["root"],
-                    cell=anchor,
-                    cells=ordered,
-                    cell_id=cell.cell_id if cell else row["anchor_id"],
-                    kind=row["kind"],
-                    score=hit.score,
-                    heading=row["heading"],
-                    snippet=snippet(row["text"], terms),
-                    nb_sha=sha,
-                    year=row.get("year"),
-                    project=row.get("project") or "",
-                    author=row.get("author") or "",
-                    stale=bool(row.get("stale")),
-                    deprecated=bool(row.get("deprecated")),
-                    chunk_seq=chunk_seq(row["chunk_id"]),
-                )
-            )
-        facts = {f.seq: f for f in manifest.facts(sha)} if any(h.kind == "fact" for h in shown) else {}
+            shown.append(made)
+        if families is not None and entry.others and families.version_hits > 0:
+            # Another version's best cell that the shown one lacks (a changed value, what only a checkpoint
+            # holds) is listed under this result, labelled: one result per family must not hide it.
+            floor = settings.hit_floor * group[0].score if group else 0.0
+            for other in lacking(entry, cells, manifest, floor, families.version_hits, terms):
+                _anchor, made = _make_hit(other.hit, other.sha, other.cells, terms, family=entry.family,
+                                          versions=others, version_of=entry_path(entry, group),
+                                          checkpoint_of=other.checkpoint_of)
+                shown.append(made)
+        facts_of: dict[str, dict[int, Fact]] = {}  # a version hit's facts are its own notebook's
         for hit_shown in shown:
-            if hit_shown.kind == "fact":
-                fact = facts.get(int(hit_shown.chunk_seq)) if hit_shown.chunk_seq is not None else None
+            if hit_shown.kind == "fact" and hit_shown.chunk_seq is not None:
+                if hit_shown.nb_sha not in facts_of:
+                    facts_of[hit_shown.nb_sha] = {f.seq: f for f in manifest.facts(hit_shown.nb_sha)}
+                fact = facts_of[hit_shown.nb_sha].get(int(hit_shown.chunk_seq))
                 hit_shown.fact = fact_summary(fact) if fact is not None else None
         cell_scores: dict[int, float] = {}
-        for hit in group:
+        for hit in group + facts_by_nb.get(sha, []):
             for covered in hit.row["cells"]:
                 cell_scores[covered] = max(cell_scores.get(covered, 0.0), hit.score)
         result = NotebookResult(
@@ -418,6 +357,10 @@ def retrieve(
             score,
             shown,
             paths=[rel for _root, rel in manifest.paths_of(sha)],
+            family=entry.family,
+            n_versions=n_versions,
+            versions=others,
+            checkpoint_of=entry.checkpoint_of,
             cell_scores=cell_scores,
         )
         if position < settings.top_notebooks and shown:

@@ -119,3 +119,25 @@ class Weights:
             return 0.0
         hit = sum(1 for word in vocabulary if max((_near(t, word) for t in self.terms), default=0.0) >= 0.7)
         return hit / len(vocabulary)
+
+
+# --- ranking words ---------------------------------------------------------------------------------------------
+# Retrieval's own, older vocabulary (`search.retrieve`: query terms for anchor cells and snippets, phrase overlap,
+# the terms the CLI and the viewer highlight): unstemmed lower-case words and numbers, a short stop list with some
+# words of asking. Kept apart from `terms` above because retrieval's figures on both development sets were tuned
+# with it: unifying the two changes ranking, so it needs its own measured change.
+RANKING_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:[.,]\d+)*")
+RANKING_STOP_WORDS: frozenset[str] = _word_set(
+    "a an and are as at be by did do does for from how i in is it of on or our the this to was we were what where "
+    "which who why with you your show me plot value used use get got find calculation "
+)
+
+
+def query_terms(text: str) -> set[str]:
+    """Lower-cased content words of a query (identifiers split on underscores too)."""
+    terms: set[str] = set()
+    for word in RANKING_WORD.findall(text.lower()):
+        for part in {word, *word.split("_")}:
+            if len(part) >= 2 and part not in RANKING_STOP_WORDS:
+                terms.add(part)
+    return terms

@@ -1,4 +1,4 @@
-"""The figure describer interface and the factory that picks one from `[vision]`.
+"""The figure describer interface, and what every describer and the chunker share about images.
 
 A describer turns one raster image into text a search can match: what Tesseract reads in it (`ocr`), or what a
 vision model says it shows (`openai`). It is called once per distinct image (the cache is keyed by its `id`), never
@@ -11,14 +11,9 @@ from __future__ import annotations
 import hashlib
 import io
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from nbrecall.vision.store import Description
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from nbrecall.config import Settings
 
 # Images a describer is given: raster formats Pillow reads. SVG figures already get their caption from their own
 # text labels (`outputs._svg_labels`); PDFs are not drawn here.
@@ -52,6 +47,25 @@ class Describer(Protocol):
         """The description of one image, or a failed `Description` (never raises for one image)."""
 
 
+MACHINE_MARK = "machine-made"
+
+
+def description_line(label: str, text: str) -> str:
+    """How a description appears in a chunk: marked as machine-made, with what made it."""
+    if label == "ocr":
+        return f"text in the figure ({MACHINE_MARK}, read by OCR): {text}"
+    return f"figure description ({MACHINE_MARK}, {label}): {text}"
+
+
+def add_description(text: str, line: str) -> str:
+    """`text` with `line` after its `figure: caption` line (or at the end when there is none)."""
+    at = text.find("\n\nfigure: ")
+    if at < 0:
+        return f"{text}\n{line}"
+    end = text.find("\n", at + 2)
+    return f"{text}\n{line}" if end < 0 else f"{text[:end]}\n{line}{text[end:]}"
+
+
 def image_sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -75,31 +89,3 @@ def open_image(data: bytes):  # type: ignore[no-untyped-def]
     canvas = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
     canvas.alpha_composite(rgba)
     return canvas.convert("RGB")
-
-
-def make_describer(settings: Settings, env: Mapping[str, str] | None = None) -> Describer | None:
-    """The describer `[vision] kind` names, or None when figures are not described (the default)."""
-    from nbrecall.config import ConfigError
-
-    kind = (settings.vision.kind or "").strip().lower()
-    if kind in ("", "off", "none"):
-        return None
-    if kind == "ocr":
-        from nbrecall.vision.ocr import OcrDescriber
-
-        return OcrDescriber(settings.vision)
-    if kind == "openai":
-        from nbrecall.vision.remote import OpenAIDescriber, resolve_vision_key
-
-        return OpenAIDescriber(settings.vision, api_key=resolve_vision_key(settings, env))
-    raise ConfigError(f"vision.kind: unknown describer {settings.vision.kind!r} (known: \"ocr\", \"openai\")")
-
-
-def fingerprint_part(settings: Settings) -> str:
-    """What of `[vision]` the chunk texts depend on (turning it on or off re-chunks; the engine version does not)."""
-    kind = (settings.vision.kind or "").strip().lower()
-    if kind in ("", "off", "none"):
-        return ""
-    if kind == "openai":
-        return f"; vision openai {settings.vision.model or ''}"
-    return f"; vision {kind} {settings.vision.languages}"

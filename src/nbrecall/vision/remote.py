@@ -41,7 +41,7 @@ PROMPT = (
 
 def resolve_vision_key(settings: Settings, env: Mapping[str, str] | None = None) -> str | None:
     """`$NBRECALL_VISION_API_KEY`, else the stored `vision` key, else None (a local server needs none)."""
-    from nbrecall.answer.keys import stored_api_key
+    from nbrecall.keys import stored_api_key
 
     env = os.environ if env is None else env
     if env.get(ENV_VISION_KEY):

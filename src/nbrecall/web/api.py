@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Path, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from nbrecall.index.store import SearchFilters
 from nbrecall.ingest.renders import render_summary, render_warning
+from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import SearchResult
 from nbrecall.web.heavy import RenderBusy, RenderFailed
 from nbrecall.web.models import (
@@ -48,6 +48,7 @@ Project = Annotated[str | None, Query(max_length=MAX_FILTER, description="only n
 Author = Annotated[str | None, Query(max_length=MAX_FILTER, description="only notebooks whose author contains this")]
 Tag = Annotated[str | None, Query(max_length=MAX_FILTER, description="only notebooks with this tag")]
 Deprecated = Annotated[bool, Query(description="also search deprecated notebooks")]
+AllVersions = Annotated[bool, Query(description="every version of a notebook family as a result of its own")]
 NbId = Annotated[
     str,
     Path(
@@ -55,8 +56,11 @@ NbId = Annotated[
         json_schema_extra={"pattern": "^[0-9a-f]{64}$"},  # documented; checked in the route, which answers 404
     ),
 ]
-NOT_FOUND = {404: {"model": ErrorResponse, "description": "unknown or malformed notebook id, or no such cell"}}
-BUSY = {503: {"model": ErrorResponse, "description": "every render process is busy: try again shortly"}}
+Responses = dict[int | str, dict[str, Any]]  # what FastAPI takes for `responses=`
+NOT_FOUND: Responses = {
+    404: {"model": ErrorResponse, "description": "unknown or malformed notebook id, or no such cell"}
+}
+BUSY: Responses = {503: {"model": ErrorResponse, "description": "every render process is busy: try again shortly"}}
 
 
 def viewer_url(nb_id: str, cell_id: str | None = None) -> str:
@@ -90,8 +94,14 @@ def search_payload(
                 "deprecated": first.deprecated,
                 **_render_fields(renders.get(nb.nb_sha), first.stale),
                 "url": viewer_url(nb.nb_sha),
+                "family": nb.family,
+                "n_versions": nb.n_versions,
+                "versions": nb.versions,
+                "checkpoint_of": nb.checkpoint_of,
                 "hits": [
-                    {**_contract(h), "nb_id": nb.nb_sha, "url": viewer_url(nb.nb_sha, h.cell_id)} for h in nb_hits
+                    {**_contract(h), "nb_id": h.nb_sha or nb.nb_sha,
+                     "url": viewer_url(h.nb_sha or nb.nb_sha, h.cell_id)}  # a version's cell links to that version
+                    for h in nb_hits
                 ],
             }
         )
@@ -130,9 +140,10 @@ def api_search(
     author: Author = None,
     tag: Tag = None,
     include_deprecated: Deprecated = False,
+    all_versions: AllVersions = False,
 ) -> dict[str, Any]:
     filters = _filters(year, project, author, tag, include_deprecated)
-    result = state.search(q, filters, max_notebooks=k)
+    result = state.search(q, filters, max_notebooks=k, all_versions=all_versions)
     return search_payload(result, k, state.render_summaries([nb.nb_sha for nb in result.notebooks]))
 
 
@@ -167,7 +178,7 @@ ANSWER_EVENT_SCHEMA = {
     "required": ["type"],
 }
 _ANSWER_SCHEMA = ANSWER_EVENT_SCHEMA["properties"]["answer"]  # type: ignore[index]
-_SSE = {
+_SSE: Responses = {
     200: {
         "description": "server-sent events: one `data: {json}` per answer event (token, notice, citation, done); "
         "the last is `done`, with the complete answer; with `format=json`, the complete answer as one object",

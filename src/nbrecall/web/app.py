@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -15,6 +15,8 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from nbrecall.config import Settings
 from nbrecall.service import Archive
 from nbrecall.web import api, pages
+from nbrecall.web import live as live_routes
+from nbrecall.web.local_server import INSTANCE_HEADER
 from nbrecall.web.security import (
     LOOPBACK_HOSTS,
     MAX_BODY,
@@ -24,6 +26,9 @@ from nbrecall.web.security import (
     token_problem,
 )
 from nbrecall.web.state import WebState
+
+if TYPE_CHECKING:
+    from nbrecall.ingest.live import LiveIndexer
 
 STATIC = Path(__file__).parent / "static"
 # uvicorn settings for serving the app (the CLI and the tests use the same): no Server header, no trust in
@@ -59,11 +64,36 @@ class NbrecallApp(FastAPI):
     security_max_body: int = MAX_BODY
     security_hosts: list[str] = LOOPBACK_HOSTS
 
+    server_instance: str | None = None  # `serve` names itself in every response (`web.local_server`)
+
     def build_middleware_stack(self) -> Any:
         inner = super().build_middleware_stack()
         checked = SecurityMiddleware(inner, token=self.security_token, max_body=self.security_max_body)
         hosts = TrustedHostMiddleware(checked, allowed_hosts=list(self.security_hosts), www_redirect=False)
-        return SecurityHeadersMiddleware(hosts)
+        return _InstanceHeader(SecurityHeadersMiddleware(hosts), self)
+
+
+class _InstanceHeader:
+    """Adds `X-Nbrecall-Instance: <id>` to every response of a server that announced itself in
+    `<index>/serve.json`: the CLI uses a server only when it answers with the id the file names."""
+
+    def __init__(self, app: Any, owner: NbrecallApp) -> None:
+        self.app = app
+        self.owner = owner
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        instance = self.owner.server_instance
+        if scope["type"] != "http" or not instance:
+            await self.app(scope, receive, send)
+            return
+
+        async def named(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (INSTANCE_HEADER.encode(), instance.encode())]
+            await send(message)
+
+        await self.app(scope, receive, named)
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -79,6 +109,7 @@ def create_app(
     archive: Archive | None = None,
     max_body: int = MAX_BODY,
     allowed_hosts: list[str] | None = None,
+    live: LiveIndexer | None = None,
 ) -> FastAPI:
     """The ASGI app serving one index folder.
 
@@ -86,7 +117,8 @@ def create_app(
     protect anything (`security.token_problem`). `token`: when set, every route except the static assets
     requires it. `allowed_hosts`: the Host header values answered (default: the loopback names; see
     `security.allowed_hosts`). `archive`: an already opened archive (tests pass one with a stand-in embedder); by
-    default one is opened from `settings`.
+    default one is opened from `settings`. `live`: the background indexing of `serve ROOT` (not started here:
+    the caller starts it, and `WebState.close` stops it), shown on the search page and at `/api/progress`.
     """
     problem = token_problem(token or None)
     if problem:
@@ -100,8 +132,9 @@ def create_app(
         redoc_url=None,
         openapi_url="/openapi.json",
     )
-    app.state.web = WebState(settings, archive)
+    app.state.web = WebState(settings, archive, live=live)
     app.include_router(api.router)
+    app.include_router(live_routes.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, BeforeValidator, Field, create_model
+
+from nbrecall import records
 
 MAX_QUERY = 2000
 MAX_FILTER = 200
@@ -26,6 +29,19 @@ def _plain_int(value: Any) -> Any:
 PlainInt = Annotated[int, BeforeValidator(_plain_int)]
 
 
+class Version(BaseModel):
+    """Another member of a result's notebook family (a copy, a `_v2`, a checkpoint)."""
+
+    notebook: str = Field(description="its path (the first, when identical copies have several)")
+    nb_id: str = Field(description="SHA-256 of its content")
+    year: int | None
+    author: str
+    modified: str | None = Field(description="last modified (UTC date) of its newest file")
+    deprecated: bool
+    checkpoint_of: str | None = Field(description="for a checkpoint copy: the notebook it is a checkpoint of")
+    matched: bool = Field(description="it matched the query too (its hits are not shown: one result per family)")
+
+
 class HitFact(BaseModel):
     """What a `fact` hit says of its value."""
 
@@ -38,27 +54,43 @@ class HitFact(BaseModel):
     stale: bool
 
 
-class Hit(BaseModel):
-    """One result: the JSON contract of `nbrecall search --json`."""
-
-    notebook: str
-    root: str
-    cell: int
-    cells: list[int]
-    cell_id: str
-    kind: str
-    score: float
-    heading: str
-    snippet: str
-    year: int | None
-    project: str
-    author: str
-    stale: bool
-    deprecated: bool
-    fact: HitFact | None = Field(default=None, description="for a `fact` hit: the value and what names it")
+def _contract_model(name: str, record: type, overrides: dict[str, Any]) -> type[BaseModel]:
+    """A pydantic model of a record's contract fields (`records.HIT_CONTRACT`), in order and with the record's types;
+    `overrides` gives a field a richer API type and a description. Every field is required but the overridden ones,
+    which take the default they declare (`Hit.contract()` writes `fact` only on a fact hit)."""
+    hints = typing.get_type_hints(record)
+    declared: dict[str, Any] = {}
+    for field_name in records.HIT_CONTRACT:
+        declared[field_name] = overrides.get(field_name) or (hints[field_name], ...)
+    return create_model(name, __doc__=record.__doc__, **declared)
 
 
-class NotebookHit(Hit):
+# One result: the JSON contract of `nbrecall search --json`, generated from `records.Hit`.
+Hit = _contract_model(
+    "Hit",
+    records.Hit,
+    {
+        "family": (str, Field(default="", description="its notebook family's id; the other members are in `versions`")),
+        "versions": (list[Version], Field(default_factory=list, description="the family's other members")),
+        "checkpoint_of": (
+            str | None,
+            Field(default=None, description="a hit from a checkpoint copy: the notebook it is an older checkpoint of"),
+        ),
+        "version_of": (
+            str | None,
+            Field(
+                default=None,
+                description="a cell of another version, listed under the result of this path: what the shown "
+                "version lacks",
+            ),
+        ),
+        "fact": (HitFact | None, Field(default=None, description="for a `fact` hit: the value and what names it")),
+    },
+)
+Hit.__doc__ = "One result: the JSON contract of `nbrecall search --json`."
+
+
+class NotebookHit(Hit):  # type: ignore[valid-type,misc]  # Hit is generated from records.Hit
     nb_id: str = Field(description="SHA-256 of the notebook content")
     url: str = Field(description="viewer link to the cell: /nb/<nb_id>#cell-id=<cell_id>")
 
@@ -81,12 +113,16 @@ class NotebookGroup(BaseModel):
     render_reason: str = Field(default="", description="why a stale notebook could not be re-executed")
     warning: str | None = Field(default=None, description=WARNING)
     url: str
+    family: str = Field(default="", description="its notebook family's id")
+    n_versions: int = Field(default=0, description="other members of its family (at most 20 in `versions`)")
+    versions: list[Version] = Field(default_factory=list)
+    checkpoint_of: str | None = Field(default=None, description="a checkpoint copy: the notebook it saves")
     hits: list[NotebookHit]
 
 
 class SearchResponse(BaseModel):
     query: str
-    results: list[Hit]
+    results: list[Hit]  # type: ignore[valid-type]  # generated from records.Hit
     notebooks: list[NotebookGroup]
 
 
@@ -156,7 +192,7 @@ class NotebookDetail(BaseModel):
 
 
 class CellOutput(BaseModel):
-    """An output after the output rules (DESIGN §3): the text that was indexed for it."""
+    """An output after the output rules (architecture §5): the text that was indexed for it."""
 
     output_type: str
     kind: str

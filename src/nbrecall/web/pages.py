@@ -11,10 +11,13 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
-from nbrecall.index.store import SearchFilters
 from nbrecall.ingest.renders import render_label
+from nbrecall.records import SearchFilters
+from nbrecall.search.families import family_members
 from nbrecall.web.api import search_payload
+from nbrecall.web.diff import safe as safe_diff
 from nbrecall.web.heavy import RenderBusy, RenderFailed
+from nbrecall.web.live import progress_payload
 from nbrecall.web.models import MAX_FILTER, MAX_QUERY, PlainInt
 from nbrecall.web.render import highlight_terms, notebook_view, pygments_css
 from nbrecall.web.state import NotFound, WebState, get_state
@@ -44,6 +47,7 @@ def search_page(
     author: Filter = None,
     tag: Filter = None,
     include_deprecated: bool = False,
+    all_versions: bool = False,
     k: Annotated[PlainInt, Query(ge=1, le=100)] = 20,
 ) -> HTMLResponse:
     form = {
@@ -53,6 +57,7 @@ def search_page(
         "author": author or "",
         "tag": tag or "",
         "include_deprecated": include_deprecated,
+        "all_versions": all_versions,
     }
     error = None
     groups: list[dict[str, Any]] = []
@@ -63,7 +68,7 @@ def search_page(
         except ValueError as exc:
             error = str(exc)
         else:
-            result = state.search(q or "", filters, max_notebooks=k)
+            result = state.search(q or "", filters, max_notebooks=k, all_versions=all_versions)
             payload = search_payload(result, k, state.render_summaries([nb.nb_sha for nb in result.notebooks]))
             groups = payload["notebooks"]
             for group in groups:
@@ -73,6 +78,7 @@ def search_page(
                     hit["snippet_html"] = highlight_terms(snippet, q or "")
     with state.lock:
         stats = state.archive.manifest.stats()
+    progress = progress_payload(state) if state.live is not None else None  # `serve ROOT`: how far it is
     return _page(
         request,
         "search.html",
@@ -82,6 +88,7 @@ def search_page(
         searched=searched,
         error=error,
         stats=stats,
+        progress=progress,
     )
 
 
@@ -126,6 +133,7 @@ def viewer(
         records = state.cells(nb_id, start, start + per_page)
         path = state.notebook_file(content)
         paths = state.paths(nb_id)
+        _family, members = family_members(state.archive.manifest, nb_id)
     meta = dict(content.meta or {})
     task = {
         "path": str(path) if path is not None else None,
@@ -156,7 +164,41 @@ def viewer(
         page_cells=per_page,
         degraded=degraded,
     )
-    return _page(request, "notebook.html", view=view, title=view.path)
+    return _page(request, "notebook.html", view=view, title=view.path, members=members)
+
+
+@router.get("/nb/{nb_id}/diff/{other_id}", response_class=HTMLResponse)
+def diff(request: Request, state: State, nb_id: str, other_id: str) -> HTMLResponse:
+    """What differs between two indexed notebooks (two versions of one family, as the viewer links them), cell
+    by cell, computed by a render worker within `report_timeout` from the cells the index holds."""
+    with state.lock:
+        try:
+            left, right = state.content(nb_id), state.content(other_id)
+        except NotFound:
+            return _missing(request)
+        a, b = state.cells(nb_id), state.cells(other_id)
+        family, members = family_members(state.archive.manifest, nb_id)
+    task = {"a": a, "b": b}
+    key = ("diff", left.sha256, right.sha256)
+    notice, result = None, None
+    try:
+        result = state.pool.run(key, "diff", task, state.settings.serve.report_timeout)
+    except RenderBusy:
+        return _busy(request)
+    except RenderFailed as exc:
+        notice = f"No diff for these two notebooks: {exc.reason}. They are too large or too different to compare here."
+    return _page(
+        request,
+        "diff.html",
+        title=f"Diff · {left.rel} · {right.rel}",
+        left=left,
+        right=right,
+        same_family=any(m["nb_id"] == other_id for m in members),
+        body=safe_diff(result["html"]) if result else None,
+        counts=(result or {}).get("counts") or {},
+        truncated=bool((result or {}).get("truncated")),
+        notice=notice,
+    )
 
 
 def _indexed(request: Request, state: State, nb_id: str):  # type: ignore[no-untyped-def]

@@ -33,11 +33,11 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer, TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from nbrecall.ingest.manifest import CellRecord, ContentRecord
 from nbrecall.ingest.renders import render_label, render_summary, render_warning
 from nbrecall.notebook.model import Cell, Notebook, Output
 from nbrecall.notebook.outputs import collapse_carriage_returns, human_size, strip_ansi
 from nbrecall.notebook.read import join_text
+from nbrecall.records import CellRecord, ContentRecord
 from nbrecall.web.security import (
     IMAGE_MIMES,
     MAX_HTML_DEPTH,
@@ -593,7 +593,7 @@ def _cell_view(
 
 def highlight_terms(text: str, query: str) -> Markup:
     """`text` escaped, with every query term wrapped in `<mark>` (case-insensitive, at word starts)."""
-    from nbrecall.search.retrieve import query_terms  # here: render workers never load the search stack
+    from nbrecall.search.terms import query_terms  # here: render workers never load the search stack
 
     terms = sorted(query_terms(query), key=len, reverse=True)
     if not terms:

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 from fastapi import HTTPException, Request
 
 from nbrecall.config import Settings
-from nbrecall.index.store import SearchFilters
-from nbrecall.ingest.manifest import CellRecord, ContentRecord
 from nbrecall.ingest.renders import render_mtime_ns, render_summary, renders_dir
+from nbrecall.records import CellRecord, ContentRecord, SearchFilters
 from nbrecall.search.retrieve import SearchResult
 from nbrecall.service import Archive
 from nbrecall.web.heavy import RenderPool
 
 if TYPE_CHECKING:
+    from nbrecall.ingest.live import LiveIndexer
     from nbrecall.render.compare import RenderResult
 
 NB_ID = re.compile(r"^[0-9a-f]{64}$")
@@ -41,6 +41,7 @@ class WebState:
     archive: Archive
     lock: threading.RLock = field(default_factory=threading.RLock)
     heavy: RenderPool | None = None
+    live: LiveIndexer | None = None  # `serve ROOT`: the background indexing (None: another process indexes)
 
     def __post_init__(self) -> None:
         if self.heavy is None:
@@ -52,12 +53,16 @@ class WebState:
         return self.heavy
 
     def close(self) -> None:
-        """Stop the render processes."""
+        """Stop the background indexing (at its next batch boundary) and the render processes."""
+        if self.live is not None:
+            self.live.close()
         self.pool.close()
 
-    def search(self, query: str, filters: SearchFilters, max_notebooks: int = 10) -> SearchResult:
+    def search(
+        self, query: str, filters: SearchFilters, max_notebooks: int = 10, all_versions: bool = False
+    ) -> SearchResult:
         with self.lock:
-            return self.archive.search(query, filters, max_notebooks=max_notebooks)
+            return self.archive.search(query, filters, max_notebooks=max_notebooks, all_versions=all_versions)
 
     def warm(self) -> None:
         """Open the store (and so the embedder) once, under the lock, before work that does not take it."""
@@ -126,7 +131,7 @@ class WebState:
 
     def figure_cache(self) -> dict[str, str] | None:
         """Where the viewer reads figure descriptions (`[vision]` on and a cache in the index folder), else None."""
-        from nbrecall.vision.describe import make_describer
+        from nbrecall.vision.factory import make_describer
         from nbrecall.vision.store import FILE_NAME
 
         path = self.settings.index_dir / FILE_NAME

@@ -27,11 +27,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from nbrecall.ingest.executor import die_with_parent
-from nbrecall.ingest.manifest import CellRecord
+from nbrecall.executor import die_with_parent
 from nbrecall.notebook.files import read_regular
 from nbrecall.notebook.model import Cell, Notebook
 from nbrecall.notebook.read import NotebookUnreadable, join_text, read_notebook_bytes
+from nbrecall.records import CellRecord
 from nbrecall.web.render import SHRUNK, shrink_output
 
 IDLE_EXIT = 600.0  # seconds without a task before the worker ends itself (the server starts another on demand)
@@ -304,7 +304,7 @@ def _describe_from(figures: dict[str, str]):  # type: ignore[no-untyped-def]
     """Image hash → description line, read from the figure cache (read-only) for one page."""
     from contextlib import closing
 
-    from nbrecall.vision.phase import description_line
+    from nbrecall.vision.describe import description_line
     from nbrecall.vision.store import FigureStore
 
     def describe(shas: list[str]) -> dict[str, str]:
@@ -426,6 +426,13 @@ def task_deps(docs: _Documents, *, path: str | None, sha: str, rel: str) -> str 
     return render_dependency_svg(nb, analyse(nb), title=rel)
 
 
+def task_diff(_docs: _Documents, *, a: list[Any], b: list[Any]) -> dict[str, Any]:
+    """What differs between two versions, cell by cell (`web.diff`), from their indexed cell records."""
+    from nbrecall.web.diff import render_diff
+
+    return render_diff(a, b)
+
+
 def task_ping(_docs: _Documents) -> int:
     return os.getpid()
 
@@ -448,6 +455,7 @@ TASKS = {
     "cell": task_cell,
     "report": task_report,
     "deps": task_deps,
+    "diff": task_diff,
     "ping": task_ping,
     "spin": task_spin,
 }

@@ -173,9 +173,39 @@
     });
   }
 
+  // --- search page of `serve ROOT`: the background indexing's progress, refreshed from /api/progress --------
+  function setupProgress() {
+    var section = document.getElementById("progress");
+    if (!section) return;
+    var bar = document.getElementById("progress-bar");
+    var list = document.getElementById("progress-lines");
+    function show(data) {
+      var live = data.live || {};
+      section.setAttribute("data-busy", live.busy ? "true" : "false");
+      section.setAttribute("data-state", live.state || "");
+      list.textContent = "";
+      (data.lines || []).forEach(function (line) {
+        var li = document.createElement("li");
+        li.textContent = line;
+        list.appendChild(li);
+      });
+      bar.hidden = !live.busy;
+      if (typeof data.fraction === "number") bar.value = data.fraction; else bar.removeAttribute("value");
+      return live.busy;
+    }
+    function poll() {
+      fetch("/api/progress", { headers: { Accept: "application/json" } })
+        .then(function (response) { return response.ok ? response.json() : null; })
+        .then(function (data) { setTimeout(poll, data && show(data) ? 1000 : 5000); },
+              function () { setTimeout(poll, 5000); });
+    }
+    setTimeout(poll, section.getAttribute("data-busy") === "true" ? 1000 : 5000);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     highlightFromHash();
     setupAsk();
+    setupProgress();
   });
   // Images above the cell may change the layout once decoded: settle the scroll again after load.
   window.addEventListener("load", function () { if (cellFromHash()) highlightFromHash(); });

@@ -1,5 +1,6 @@
 """Figure descriptions in the index run: added to figure chunks from the cache, and a resumable describe phase.
 
+The describers and their cache are `nbrecall.vision`; this module is the indexing run's use of them.
 Phase 1 (`FigureWork.apply`) puts every cached description into its figure chunk and lists the notebook's images
 in the queue (`vision.store`). The describe phase (`describe_waiting`), after phase 1 like vectors, reads each
 waiting notebook's images again (the file, or its render, as indexed), describes those the cache lacks with
@@ -17,32 +18,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nbrecall.vision.describe import Describer, DescriberUnavailable, FigureImage, describable, image_sha
+from nbrecall.ingest.chunk import render_cells
+from nbrecall.notebook.figures import extract_markdown_images
+from nbrecall.notebook.outputs import OutputLimits
+from nbrecall.vision.describe import (
+    Describer,
+    DescriberUnavailable,
+    FigureImage,
+    add_description,
+    describable,
+    description_line,
+    image_sha,
+)
 from nbrecall.vision.store import Description, FigureStore
 
 if TYPE_CHECKING:
-    from nbrecall.index.store import ChunkRow
     from nbrecall.ingest.chunk import Chunk
     from nbrecall.notebook.model import Notebook
-
-MACHINE_MARK = "machine-made"
-
-
-def description_line(label: str, text: str) -> str:
-    """How a description appears in a chunk: marked as machine-made, with what made it."""
-    if label == "ocr":
-        return f"text in the figure ({MACHINE_MARK}, read by OCR): {text}"
-    return f"figure description ({MACHINE_MARK}, {label}): {text}"
-
-
-def add_description(text: str, line: str) -> str:
-    """`text` with `line` after its `figure: caption` line (or at the end when there is none)."""
-    at = text.find("\n\nfigure: ")
-    if at < 0:
-        return f"{text}\n{line}"
-    end = text.find("\n", at + 2)
-    return f"{text}\n{line}" if end < 0 else f"{text[:end]}\n{line}{text[end:]}"
-
+    from nbrecall.records import ChunkRow
 
 @dataclass
 class FigureReport:
@@ -131,9 +124,6 @@ class FigureWork:
 def figure_images(nb: Notebook, wanted: Iterable[str] | None = None) -> dict[str, FigureImage]:
     """The raster images of a notebook by content hash (outputs and markdown), with their captions, as the
     chunker sees them; only those in `wanted` when given."""
-    from nbrecall.ingest.chunk import render_cells
-    from nbrecall.notebook.outputs import OutputLimits, extract_markdown_images
-
     wanted_set = set(wanted) if wanted is not None else None
     found: dict[str, FigureImage] = {}
 

@@ -21,7 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from nbrecall.answer.answer import answer as answer_question
 from nbrecall.answer.places import heading_paths
 from nbrecall.config import Settings
-from nbrecall.index.store import SearchFilters
+from nbrecall.records import SearchFilters
 from nbrecall.service import Archive
 
 INSTRUCTIONS = (

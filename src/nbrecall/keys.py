@@ -1,4 +1,4 @@
-"""API keys stored by nbrecall, encrypted at rest with Fernet (DESIGN §7).
+"""API keys stored by nbrecall, encrypted at rest with Fernet (architecture §9).
 
 The encryption key comes from `$NBRECALL_SECRET_KEY_FILE` (a file holding a Fernet key) or `$NBRECALL_SECRET_KEY`
 (the key itself); there is no default key, so nothing is stored unless one is configured. Stored keys live in

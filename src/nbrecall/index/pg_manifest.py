@@ -1,4 +1,4 @@
-"""The manifest on PostgreSQL: the same methods as the SQLite `Manifest`, in the schema of the PostgreSQL store.
+"""The manifest on PostgreSQL (`protocols.Manifest`, like `SqliteManifest`), in the schema of the PostgreSQL store.
 
 With a PostgreSQL store everything several machines share lives in the database, so a server sees what any
 indexer wrote. Differences from the SQLite manifest, all for several indexers writing at once:
@@ -22,17 +22,10 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from nbrecall.index.manifest import fact_from_json, fact_json, render_summary
 from nbrecall.index.pg_db import MANIFEST_MIGRATIONS, PgDatabase, clean_json, clean_text
-from nbrecall.ingest.manifest import (
-    CellRecord,
-    ContentRecord,
-    FileRecord,
-    PendingVector,
-    fact_from_json,
-    fact_json,
-    render_summary,
-)
 from nbrecall.notebook.facts import Fact
+from nbrecall.records import CellRecord, ContentRecord, FileRecord, PendingVector
 
 _CONTENT_COLUMNS = "sha256, status, reason, root, rel, n_cells, n_chunks, n_embedded, meta"
 
@@ -62,15 +55,17 @@ class PgManifest:
             self.db.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
-        with self.db.transaction() as conn:
-            yield conn
+    def transaction(self) -> Iterator[None]:
+        """The write methods below run inside one; a store on the same database joins it (savepoints)."""
+        with self.db.transaction():
+            yield
 
     def _all(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         return self.db.execute(sql, params).fetchall()
 
     def files(self, root: str | None = None) -> dict[tuple[str, str], FileRecord]:
-        sql, args = "SELECT root, rel, size, mtime_ns, sha256 FROM files", ()
+        sql = "SELECT root, rel, size, mtime_ns, sha256 FROM files"
+        args: tuple[Any, ...] = ()
         if root is not None:
             sql, args = sql + " WHERE root = %s", (root,)
         return {(r[0], r[1]): FileRecord(*r) for r in self._all(sql, args)}
@@ -80,7 +75,8 @@ class PgManifest:
         return _content(rows[0]) if rows else None
 
     def contents(self, status: str | None = None) -> list[ContentRecord]:
-        sql, args = f"SELECT {_CONTENT_COLUMNS} FROM contents", ()
+        sql = f"SELECT {_CONTENT_COLUMNS} FROM contents"
+        args: tuple[Any, ...] = ()
         if status:
             sql, args = sql + " WHERE status = %s", (status,)
         return [_content(r) for r in self._all(sql + " ORDER BY root COLLATE \"C\", rel COLLATE \"C\"", args)]
@@ -124,7 +120,8 @@ class PgManifest:
         rows = self._all("SELECT sha256 FROM files WHERE rel = %s ORDER BY root COLLATE \"C\" LIMIT 1", (rel,))
         return rows[0][0] if rows else None
 
-    def save_contents(self, db: Any, records: Iterable[ContentRecord], cells: Iterable[CellRecord]) -> None:
+    def save_contents(self, records: Iterable[ContentRecord], cells: Iterable[CellRecord]) -> None:
+        db = self.db.current()
         records = list(records)
         cells = list(cells)
         if not records and not cells:
@@ -167,8 +164,9 @@ class PgManifest:
                 ],
             )
 
-    def save_pending(self, db: Any, items: Iterable[PendingVector]) -> None:
+    def save_pending(self, items: Iterable[PendingVector]) -> None:
         """Queue chunks for embedding (after `save_contents` of their notebooks, in the same transaction)."""
+        db = self.db.current()
         items = sorted(items, key=lambda p: p.chunk_id)
         if not items:
             return
@@ -190,9 +188,10 @@ class PgManifest:
     def pending_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM pending_vectors").fetchone()[0])
 
-    def vectors_done(self, db: Any, items: Iterable[PendingVector], embedded: set[str]) -> None:
+    def vectors_done(self, items: Iterable[PendingVector], embedded: set[str]) -> None:
         """Take `items` off the queue; count those in `embedded` per notebook. Only the rows this call removed
         are counted, so two indexers embedding the same queue entries count each chunk once."""
+        db = self.db.current()
         items = list(items)
         if not items:
             return
@@ -212,7 +211,8 @@ class PgManifest:
                 [(count, sha) for sha, count in sorted(per_sha.items())],
             )
 
-    def save_files(self, db: Any, records: Iterable[FileRecord]) -> None:
+    def save_files(self, records: Iterable[FileRecord]) -> None:
+        db = self.db.current()
         records = sorted(records, key=lambda r: (r.root, r.rel))
         if not records:
             return
@@ -226,15 +226,17 @@ class PgManifest:
                 [(clean_text(r.root), clean_text(r.rel), r.size, r.mtime_ns, r.sha256, now) for r in records],
             )
 
-    def delete_files(self, db: Any, keys: Iterable[tuple[str, str]]) -> None:
+    def delete_files(self, keys: Iterable[tuple[str, str]]) -> None:
+        db = self.db.current()
         keys = sorted(keys)
         if keys:
             with db.cursor() as cur:
                 cur.executemany("DELETE FROM files WHERE root = %s AND rel = %s", keys)
 
-    def missing_contents(self, db: Any, shas: Iterable[str]) -> set[str]:
+    def missing_contents(self, shas: Iterable[str]) -> set[str]:
         """Of `shas`, those with no content row, read under their locks: a content another indexer dropped after
         this one took it as known (then this indexer must index it again)."""
+        db = self.db.current()
         wanted = sorted(set(shas))
         if not wanted:
             return set()
@@ -246,8 +248,9 @@ class PgManifest:
         return [r[0] for r in self._all(
             "SELECT c.sha256 FROM contents c WHERE NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = c.sha256)")]
 
-    def delete_contents(self, db: Any, shas: list[str]) -> list[str]:
+    def delete_contents(self, shas: list[str]) -> list[str]:
         """Delete the contents of `shas` that no file refers to now (checked under their locks); return those."""
+        db = self.db.current()
         wanted = sorted(set(shas))
         if not wanted:
             return []

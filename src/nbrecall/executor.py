@@ -64,7 +64,9 @@ class Executor(Protocol):
 
     def __enter__(self) -> Executor: ...
 
-    def __exit__(self, *exc: object) -> None: ...
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
+    ) -> None: ...
 
 
 class _Closing:

@@ -1,0 +1,367 @@
+"""Notebook families: copies, versions and checkpoints of one notebook, found at index time.
+
+A share drive holds the same notebook many times: copied into the next project, saved as `_v2` or `_final`,
+exported as an exercise and its solution, kept in `.ipynb_checkpoints`. Byte-identical files are already one
+content with several paths; a *family* groups the contents that are largely the same, so search shows one entry
+per family with its other versions listed (`search.families`).
+
+How two contents are found to be versions, in time linear in the archive:
+
+* Shingles are the distinct lines of a notebook's sources and of its indexed (filtered) outputs, whitespace
+  collapsed; lines without a letter or digit do not count. A changed parameter changes one line; a re-run that
+  changed a table changes its rows.
+* Each content gets a MinHash signature of its shingles (datasketch, `num_perm` permutations), computed in the
+  worker that chunks it, and an LSH index over bands of the signature (`b` bands of `r` rows, chosen by
+  datasketch for `min_jaccard`) lives in the manifest (`family_bands`), so the candidates of a new notebook are a
+  lookup of its own buckets, never a pass over the archive (a first run reads the buckets once, in order).
+* A candidate pair is an edge when the estimated Jaccard similarity J is at least `min_jaccard` and the estimated
+  share of the smaller notebook's lines found in the larger (J·(|A|+|B|) / ((1+J)·min(|A|,|B|))) is at least
+  `threshold`, and they have at least `min_shared` lines in common: a `_v2` with one changed cell, a copy with its
+  outputs re-run and an executed export of a source notebook all pass; two lessons built from the same template
+  mostly do not, nor two near-empty pages that share a header and a licence (measured in bench/README.md).
+* A checkpoint (`D/.ipynb_checkpoints/N-checkpoint.ipynb`) is always an edge to the notebook it saves
+  (`D/N.ipynb`), whatever their similarity: it is a version of that notebook by where it lives.
+* A family is a connected component of edges; its id is the smallest content hash in it (so the same archive
+  gives the same families whatever order it was indexed in).
+
+Incremental: a content whose signature is new (new, changed or re-indexed notebook) is *pending* until the
+family step of the run places it: its candidates' families are merged with it. A content that is gone (its last
+file deleted or changed) leaves its family, and only that family's remaining members are re-split. Nothing else
+is recomputed; a killed run leaves the pending marks, and the next run finishes the work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nbrecall.config import FamilySettings
+from nbrecall.notebook.checkpoints import checkpoint_path, is_checkpoint, saved_path
+from nbrecall.records import Signature
+
+if TYPE_CHECKING:
+    from nbrecall.records import CellRecord
+
+SHINGLES_VERSION = "lines-1 crc32"  # what a shingle is and how it is hashed; a change re-signs every content
+SCHEME = "affine32"  # datasketch's permutation scheme (uint32 hash values); lines hashed with CRC-32 (datasketch
+# mixes each hash with a MurmurHash3 finaliser before permuting; SHA-1, its default, cost 4x as much per line)
+MAX_MATES = 400  # candidates looked at per content: a bucket shared by thousands (one template) stays bounded
+
+_WORDLIKE = re.compile(r"\w")
+
+
+def shingles(cells: Iterable[CellRecord]) -> set[str]:
+    """The distinct lines of the sources and indexed outputs of `cells`, whitespace collapsed."""
+    found: set[str] = set()
+    for cell in cells:
+        for text in (cell.source, cell.outputs):
+            found.update(" ".join(line.split()) for line in text.splitlines())
+    return {line for line in found if _WORDLIKE.search(line)}
+
+
+def _permutations(num_perm: int) -> Any:
+    """datasketch's permutations for `num_perm` (seed 1), made once per process: each MinHash reuses them."""
+    from datasketch import MinHash
+
+    cached = _PERMUTATIONS.get(num_perm)
+    if cached is None:
+        cached = MinHash(num_perm=num_perm, seed=1, scheme=SCHEME).permutations
+        _PERMUTATIONS[num_perm] = cached
+    return cached
+
+
+_PERMUTATIONS: dict[int, Any] = {}  # a cache of constants derived from `num_perm`: same value in every process
+
+
+def signature(cells: Iterable[CellRecord], num_perm: int = 128) -> Signature:
+    """The MinHash signature of a content's cells (`shingles`)."""
+    from datasketch import MinHash
+
+    lines = shingles(cells)
+    minhash = MinHash(num_perm=num_perm, seed=1, scheme=SCHEME, permutations=_permutations(num_perm),
+                      hashfunc=zlib.crc32)
+    if lines:
+        minhash.update_batch([line.encode("utf-8", "surrogatepass") for line in sorted(lines)])
+    return Signature(len(lines), np.asarray(minhash.hashvalues, dtype=np.uint32).tobytes())
+
+
+@dataclass(frozen=True)
+class Banding:
+    """How signatures are cut into LSH bands: `b` bands of `r` values (datasketch's choice for `min_jaccard`)."""
+
+    num_perm: int
+    b: int
+    r: int
+
+    @classmethod
+    def for_settings(cls, settings: FamilySettings) -> Banding:
+        from datasketch import MinHashLSH
+
+        lsh = MinHashLSH(threshold=settings.min_jaccard, num_perm=settings.num_perm)
+        return cls(settings.num_perm, int(lsh.b), int(lsh.r))
+
+    def keys(self, sig: Signature) -> list[tuple[int, int]]:
+        """(band, key) pairs: two signatures that agree on all `r` values of a band share that band's key."""
+        values = sig.array()
+        if sig.size == 0 or len(values) != self.num_perm:
+            return []
+        out = []
+        for band in range(self.b):
+            piece = values[band * self.r : (band + 1) * self.r].tobytes()
+            key = int.from_bytes(hashlib.blake2b(piece, digest_size=8).digest(), "big", signed=True)
+            out.append((band, key))
+        return out
+
+
+def state_key(settings: FamilySettings, banding: Banding) -> str:
+    """What the stored families depend on besides the contents; a change re-places every content."""
+    return (f"{SHINGLES_VERSION} {SCHEME} perm {banding.num_perm} bands {banding.b}x{banding.r} "
+            f"threshold {settings.threshold} min_jaccard {settings.min_jaccard} min_shared {settings.min_shared}")
+
+
+def similarity(a: Signature, b: Signature) -> tuple[float, float]:
+    """(estimated Jaccard similarity, estimated share of the smaller set's lines in the larger)."""
+    x, y = a.array(), b.array()
+    if a.size == 0 or b.size == 0 or len(x) != len(y):
+        return 0.0, 0.0
+    jaccard = float(np.count_nonzero(x == y)) / len(x)
+    containment = jaccard * (a.size + b.size) / ((1.0 + jaccard) * min(a.size, b.size))
+    return jaccard, min(1.0, containment)
+
+
+def are_versions(a: Signature, b: Signature, settings: FamilySettings) -> bool:
+    if min(a.size, b.size) < settings.min_shared:
+        return False
+    jaccard, containment = similarity(a, b)
+    shared = jaccard * (a.size + b.size) / (1.0 + jaccard)
+    return jaccard >= settings.min_jaccard and containment >= settings.threshold and shared >= settings.min_shared
+
+
+@dataclass
+class FamilyReport:
+    """What one family step did (the run's summary and benchmarks)."""
+
+    placed: int = 0  # contents (new or changed) placed in a family
+    left: int = 0  # contents that left their family (gone)
+    resplit: int = 0  # families re-split after a member left
+    rebuilt: bool = False  # the settings changed: every content was placed again
+    seconds: float = 0.0
+    families: int = 0  # families of two or more after the step
+    in_families: int = 0  # contents in them
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        parent = self.parent.setdefault(x, x)
+        while parent != x:
+            grand = self.parent.setdefault(parent, parent)
+            self.parent[x] = grand
+            x, parent = parent, grand
+        return x
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+@dataclass
+class _Graph:
+    """The nodes one step places: contents, and whole unaffected families (`F:<id>`) they join."""
+
+    uf: _UnionFind = field(default_factory=_UnionFind)
+    family_of: dict[str, str] = field(default_factory=dict)  # member of an unaffected family → its id
+    free: set[str] = field(default_factory=set)  # contents being placed (pending or re-split)
+
+    def node(self, sha: str) -> str | None:
+        if sha in self.free:
+            return sha
+        family = self.family_of.get(sha)
+        return f"F:{family}" if family is not None else None
+
+    def edge(self, a: str, b: str) -> None:
+        na, nb = self.node(a), self.node(b)
+        if na is not None and nb is not None:
+            self.uf.union(na, nb)
+
+
+def update_families(manifest: Any, settings: FamilySettings) -> FamilyReport:
+    """Place pending contents in families and re-split the families of contents that are gone (module doc)."""
+    from nbrecall.index.family_store import family_store
+
+    started = time.perf_counter()
+    report = FamilyReport()
+    store = family_store(manifest)
+    if store is None:
+        return report
+    with store.step_lock():
+        _update(manifest, store, settings, report)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _update(manifest: Any, store: Any, settings: FamilySettings, report: FamilyReport) -> None:
+    banding = Banding.for_settings(settings)
+    key = state_key(settings, banding)
+    if store.state() != key:  # other settings (or a first run over an index made before families)
+        report.rebuilt = True
+        with manifest.transaction():
+            store.rebuild_bands(banding)
+            store.set_state(key)
+    unbanded = store.unbanded()
+    if unbanded:  # the run's new signatures into the LSH index, in one pass sorted by bucket
+        rows = sorted((band, key, sha) for sha, sig in unbanded.items() for band, key in banding.keys(sig))
+        with manifest.transaction():
+            store.add_bands(rows, sorted(unbanded))
+    gone = store.gone()
+    pending = store.pending()
+    if gone or pending:
+        _step(manifest, store, settings, banding, gone, pending, report)
+    report.families, report.in_families = store.counts()
+
+
+def _mates(store: Any, banding: Banding, free: set[str], sigs: dict[str, Signature]) -> dict[str, list[str]]:
+    """The LSH candidates of each content in `free`: contents sharing a bucket with it. A large share of the
+    archive (a first run) reads the buckets whole, in order; a few contents read only their own buckets."""
+    from nbrecall.index.family_store import bucket_mates
+
+    if len(free) * 4 >= store.count_signatures():
+        return bucket_mates(store.all_bucket_rows(), free, MAX_MATES)
+    keys = [key for sha in free if sha in sigs for key in banding.keys(sigs[sha])]
+    return bucket_mates(store.bucket_rows(keys), free, MAX_MATES)
+
+
+def _step(manifest: Any, store: Any, settings: FamilySettings, banding: Banding, gone: list[str], pending: list[str],
+          report: FamilyReport) -> None:
+    gone_set, pending_set = set(gone), set(pending)
+    old = store.families_of(gone_set | pending_set)
+    affected = {family for family in old.values()}
+    members = store.members(affected)
+    resplit = {sha for fam in affected for sha in members.get(fam, [])} - gone_set - pending_set
+    graph = _Graph(free=pending_set | resplit)
+    # Edges: candidates from the LSH buckets of every content being placed, verified on their signatures, and
+    # checkpoint ↔ saved notebook by path.
+    sigs = store.signatures(graph.free | gone_set)
+    mates = _mates(store, banding, graph.free, sigs)
+    saved = _checkpoint_pairs(manifest, store, graph.free, gone_set)
+    others = ({m for pairs in mates.values() for m in pairs} | {b for _a, b in saved}) - graph.free - gone_set
+    graph.family_of = {sha: fam for sha, fam in store.families_of(others).items() if fam not in affected}
+    sigs.update(store.signatures(others - set(sigs)))
+    arrays = {sha: sig.array() for sha, sig in sigs.items()}
+    mate_sets = {sha: set(found) for sha, found in mates.items()}
+    for sha in sorted(graph.free):
+        graph.uf.find(sha)
+        mine = sigs.get(sha)
+        if mine is None:
+            continue
+        # each pair once (both placed: from the smaller hash), every candidate of one content in one numpy pass
+        cands = [m for m in mates.get(sha, []) if m in sigs and m not in gone_set and graph.node(m) is not None
+                 and not (m < sha and m in graph.free and sha in mate_sets.get(m, ()))]
+        if not cands:
+            continue
+        for mate in _verified(mine, arrays[sha], cands, sigs, arrays, settings):
+            graph.edge(sha, mate)
+    for a, b in saved:
+        graph.edge(a, b)
+    # Components → families: an unaffected family node brings its members along (relabelled when merged).
+    components: dict[str, list[str]] = {}
+    for node in list(graph.uf.parent):
+        components.setdefault(graph.uf.find(node), []).append(node)
+    joined_members = store.members({n[2:] for n in graph.uf.parent if n.startswith("F:")})
+    assign: dict[str, str] = {}
+    for nodes in components.values():
+        shas: list[str] = []
+        for node in nodes:
+            shas.extend(joined_members.get(node[2:], []) if node.startswith("F:") else [node])
+        family = min(shas)
+        for sha in shas:
+            assign[sha] = family
+    current = store.families_of(set(assign) - graph.free)
+    changed = {sha: fam for sha, fam in assign.items() if sha in graph.free or current.get(sha) != fam}
+    with manifest.transaction():
+        store.delete_bands(sorted((band, key, sha) for sha in gone_set if sha in sigs
+                                      for band, key in banding.keys(sigs[sha])))
+        store.write(changed, delete=sorted(gone_set), done=sorted(pending_set))
+    report.placed, report.left = len(pending_set), len(gone_set)
+    report.resplit = len({old[sha] for sha in gone_set if sha in old})
+
+
+def _verified(mine: Signature, values: np.ndarray, cands: list[str], sigs: dict[str, Signature],
+              arrays: dict[str, np.ndarray], settings: FamilySettings) -> list[str]:
+    """The candidates that are versions of `mine` (`are_versions`, vectorised over the candidates)."""
+    if mine.size < settings.min_shared:
+        return []
+    matrix = np.stack([arrays[c] for c in cands])
+    if matrix.shape[1] != len(values):
+        return []
+    jaccard = (matrix == values).mean(axis=1)
+    sizes = np.array([sigs[c].size for c in cands], dtype=np.float64)
+    smaller = np.minimum(sizes, mine.size)
+    shared = jaccard * (sizes + mine.size) / (1.0 + jaccard)
+    containment = np.minimum(1.0, shared / np.maximum(smaller, 1.0))
+    keep = ((smaller >= settings.min_shared) & (jaccard >= settings.min_jaccard)
+            & (containment >= settings.threshold) & (shared >= settings.min_shared))
+    return [c for c, ok in zip(cands, keep, strict=True) if ok]
+
+
+def _checkpoint_pairs(manifest: Any, store: Any, free: set[str], gone: set[str]) -> list[tuple[str, str]]:
+    """A checkpoint and the notebook it saves are versions by where they live (same root, same folder)."""
+    if not store.has_checkpoints():
+        return []
+    pairs = []
+    for sha in sorted(free):
+        for root, rel in manifest.paths_of(sha):
+            other = saved_path(rel) if is_checkpoint(rel) else checkpoint_path(rel)
+            found = store.sha_at(root, other)
+            if found and found != sha and found not in gone:
+                pairs.append((sha, found))
+    return pairs
+
+
+class FamilyWriter:
+    """The indexer's side: signatures saved with each batch, families updated once per run (`update`)."""
+
+    def __init__(self, manifest: Any, settings: FamilySettings) -> None:
+        from nbrecall.index.family_store import PgFamilies, SqliteFamilies
+
+        self.manifest = manifest
+        self.settings = settings
+        self.store = PgFamilies(manifest) if manifest.shared else SqliteFamilies(manifest)
+        self.store.ensure()
+        self.banding = Banding.for_settings(settings)
+        made = f"{SHINGLES_VERSION} {SCHEME} perm {settings.num_perm}"
+        if self.store.state("signatures") != made:  # signatures of another kind: all made again (`update`)
+            with manifest.transaction():
+                self.store.forget_signatures()
+                self.store.set_state(made, "signatures")
+
+    def save(self, items: list[tuple[str, Signature]]) -> None:
+        """In a batch's manifest transaction: the signatures of the contents it indexed."""
+        self.store.save_signatures(items, self.banding)
+
+    def update(self) -> FamilyReport:
+        """After the run's batches: sign contents indexed before families existed, then place what is pending."""
+        started = time.perf_counter()
+        unsigned = self.unsigned()
+        for start in range(0, len(unsigned), 256):
+            part = unsigned[start : start + 256]
+            items = [(sha, signature(self.manifest.cells(sha), self.settings.num_perm)) for sha in part]
+            with self.manifest.transaction():
+                self.save(items)
+        report = update_families(self.manifest, self.settings)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def unsigned(self) -> list[str]:
+        """Indexed contents without a signature (an index made before families): signed from their cells."""
+        return self.store.unsigned()
