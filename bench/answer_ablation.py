@@ -4,13 +4,15 @@ Why: every rule the answerer keeps must earn its place on *both* sets (`../share
 the questions it was written for. This runs the extractive answerer on every query of each set against an
 existing index (read-only), once with the default weights and once per variant with one signal set to 0, and
 prints value@1, value@3 (value questions: the expected value in the first answer / the first three), cell@1 (a
-right first citation) for value and where questions and over all kinds, and the LLM context coverage (value
+right first citation; with the corpus as a third part of `--set`, the same cell of an `also` copy counts, as in
+`nbrecall eval`) for value and where questions and over all kinds, and the LLM context coverage (value
 questions whose value is in the context `llm_context` builds).
 
 Searches and fact look-ups are made once per query; only the scoring is repeated per variant.
 
     .venv/bin/python bench/answer_ablation.py \\
-        --set eval=/tmp/idx1:../shared/eval/queries.jsonl --set eval2=/tmp/idx2:../shared/eval2/queries.jsonl
+        --set eval=/tmp/idx1:../shared/eval/queries.jsonl:../shared/corpus \\
+        --set eval2=/tmp/idx2:../shared/eval2/queries.jsonl:../shared/eval2/corpus
     .venv/bin/python bench/answer_ablation.py --set eval2=/tmp/idx2:../shared/eval2/queries.jsonl --misses
 """
 
@@ -30,7 +32,7 @@ from nbrecall.answer.evaluate import answer_metrics, judge_answer
 from nbrecall.answer.question import read_question
 from nbrecall.answer.values import ValueWeights, gather, score
 from nbrecall.config import load_settings
-from nbrecall.search.evaluate import load_queries
+from nbrecall.search.evaluate import load_queries, resolve_copies
 from nbrecall.service import Archive
 
 
@@ -66,13 +68,15 @@ def prepare(archive: Archive, settings, items: list, cache: Path | None) -> list
 
 
 def run_set(name: str, index: Path, queries: Path, show_misses: bool, only: set[str] | None,
-            cache: Path | None = None) -> list[list[str]]:
+            cache: Path | None = None, root: Path | None = None) -> list[list[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NBRECALL_LLM")}
     settings = load_settings(None, env=env)
     settings.index_dir = index
     settings.answer.base_url = None
     archive = Archive(settings)
     items = load_queries(queries)
+    if root is not None:
+        resolve_copies(items, root)
     started = time.perf_counter()
     prepared = prepare(archive, settings, items, cache)
     seconds = (time.perf_counter() - started) / max(len(items), 1)
@@ -109,7 +113,7 @@ def run_set(name: str, index: Path, queries: Path, show_misses: bool, only: set[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", action="append", required=True, metavar="NAME=INDEX:QUERIES")
+    parser.add_argument("--set", action="append", required=True, metavar="NAME=INDEX:QUERIES[:CORPUS]")
     parser.add_argument("--misses", action="store_true", help="list the default variant's misses")
     parser.add_argument("--only", action="append", help="run only these variants (e.g. --only default)")
     parser.add_argument("--cache", type=Path, help="a folder for the searches and candidates of each set (pickled):"
@@ -118,12 +122,12 @@ def main() -> None:
     rows: list[list[str]] = []
     for spec in args.set:
         name, rest = spec.split("=", 1)
-        index, queries = rest.split(":", 1)
+        index, queries, *corpus = rest.split(":", 2)
         cache = args.cache / f"{name}.pickle" if args.cache else None
         if args.cache:
             args.cache.mkdir(parents=True, exist_ok=True)
         rows.extend(run_set(name, Path(index), Path(queries), args.misses, set(args.only) if args.only else None,
-                            cache))
+                            cache, Path(corpus[0]) if corpus else None))
     header = ["set", "variant", "value@1", "value@3", "value cell@1", "where cell@1", "all cell@1", "context"]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")

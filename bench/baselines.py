@@ -20,7 +20,7 @@ from pathlib import Path
 
 from nbrecall.index.embed import EmbedSettings, load_embedder
 from nbrecall.search.baselines import BASELINES, MODES, baseline_search, build_baseline
-from nbrecall.search.evaluate import evaluate, load_queries
+from nbrecall.search.evaluate import evaluate, load_queries, resolve_copies
 
 COLUMNS = ("nb@1", "nb@3", "nb@5", "MRR", "cell@10c")
 
@@ -38,6 +38,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
     queries = load_queries(args.queries)
+    resolve_copies(queries, args.corpus)  # an `also` copy's identical cell is a right cell (search.evaluate)
     embedder = load_embedder(EmbedSettings(batch_size=args.batch_size, threads=args.threads),
                              args.work / "models")
     started = time.perf_counter()

@@ -32,7 +32,7 @@ RESULTS: dict[str, list[dict[str, Any]]] = {
     "q1": [r("x.ipynb", [0, 1]), r("x.ipynb", [1, 2]), r("a.ipynb", [5]), r("a.ipynb", [3])],
     # y (no `cells`: falls back to `cell`), z, then the `also` copy at distinct rank 3 -> right notebook;
     # pairs: (y,4) + 9 of z = 10, so the copy's (b-copy,1) is 11th and b.ipynb's (b,2) 12th -> no cell hit
-    # (a hit in a copy never counts for cells anyway)
+    # (a copy's cell counts only when `resolve_copies` found it the same as a right cell: not here)
     "q2": [r("y.ipynb", cell=4), r("z.ipynb", list(range(9))), r("b-copy.ipynb", [1]), r("b.ipynb", [2])],
     # never the right notebook
     "q3": [r("a.ipynb", [0]), r("b.ipynb", [0])],
@@ -66,10 +66,10 @@ def test_cell_cut_off_is_ten_distinct_pairs() -> None:
     assert not judge(Query("q", "x", "where", "a.ipynb", [3]), [r("b.ipynb", [3])]).cell_hit
 
 
-def test_also_counts_for_the_notebook_but_not_for_cells() -> None:
+def test_also_counts_for_the_notebook_and_for_cells_only_when_resolved_the_same() -> None:
     q2 = QUERIES[1]
     outcome = judge(q2, [r("b-copy.ipynb", [1, 2])])
-    assert outcome.notebook_rank == 1 and not outcome.cell_hit
+    assert outcome.notebook_rank == 1 and not outcome.cell_hit  # no `copy_cells`: no cell of the copy is right
     assert judge(q2, [r("b.ipynb", [2])]).cell_hit
 
 
@@ -105,7 +105,7 @@ def test_empty_results_and_empty_set() -> None:
     outcome = judge(QUERIES[0], [])
     assert outcome.notebook_rank is None and not outcome.cell_hit
     assert metrics([]) == {"n": 0.0, "nb@1": 0.0, "nb@3": 0.0, "nb@5": 0.0, "MRR": 0.0, "cell@10c": 0.0,
-                           "cell@10c+": 0.0, "fam@5": 0.0}
+                           "cell@10c strict": 0.0, "fam@5": 0.0}
 
 
 def test_families_in_the_first_five_and_cells_of_copies(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_families_in_the_first_five_and_cells_of_copies(tmp_path: Path) -> None:
             {"notebook": "c.ipynb", "cells": [1], "family": "G", "version_of": "x.ipynb"},
             {"notebook": "d.ipynb", "cells": [1], "family": ""}, {"notebook": "e.ipynb", "cells": [1], "family": "H"}]
     assert judge(Query("q", "x", "where", "a.ipynb", [1]), hits).families_top5 == 3  # F, d, H
-    # cell@10c+: the same cell (by source) of a copy under `also` counts; the strict cell@10c does not
+    # cell@10c: the same cell (by source) of a copy under `also` counts, at its own index; cell@10c strict does not
     from nbformat import v4
 
     from conftest import write_nb
@@ -127,8 +127,17 @@ def test_families_in_the_first_five_and_cells_of_copies(tmp_path: Path) -> None:
     resolve_copies([query], tmp_path)
     assert query.copy_cells == {"_build/calc.ipynb": [2]}
     outcome = judge(query, [{"notebook": "_build/calc.ipynb", "cells": [2]}])
-    assert outcome.notebook_rank == 1 and not outcome.cell_hit and outcome.copy_cell_hit
-    assert not judge(query, [{"notebook": "_build/calc.ipynb", "cells": [1]}]).copy_cell_hit
+    assert outcome.notebook_rank == 1 and outcome.cell_hit and not outcome.strict_cell_hit
+    assert metrics([outcome])["cell@10c"] == 1.0 and metrics([outcome])["cell@10c strict"] == 0.0
+    # the query's cell index in the copy is another cell (the copy has one more): not right
+    assert not judge(query, [{"notebook": "_build/calc.ipynb", "cells": [1]}]).cell_hit
+    # the right cell of the query's own notebook counts in both
+    own = judge(query, [{"notebook": "calc.ipynb", "cells": [1]}])
+    assert own.cell_hit and own.strict_cell_hit
+    # a copy beyond the first ten pairs does not count
+    late = judge(query, [{"notebook": "x.ipynb", "cells": list(range(10))}, {"notebook": "_build/calc.ipynb",
+                                                                          "cells": [2]}])
+    assert late.notebook_rank == 2 and not late.cell_hit
 
 
 def test_load_queries(tmp_path: Path) -> None:
@@ -143,3 +152,23 @@ def test_load_queries(tmp_path: Path) -> None:
     queries = load_queries(path)
     assert queries == [Query("d1", "what value", "value", "a/b.ipynb", [13, 14], "0.950", []),
                        Query("d2", "where", "where", "c.ipynb", [1], None, ["c2.ipynb"])]
+
+
+def test_answer_cell_at_1_counts_the_same_cell_of_a_copy() -> None:
+    from nbrecall.answer.evaluate import answer_metrics, judge_answer
+    from nbrecall.answer.types import Answer, Citation
+
+    query = Query("q", "what total", "where", "calc.ipynb", [1], also=["_build/calc.ipynb"],
+                  copy_cells={"_build/calc.ipynb": [2]})
+
+    def cited(notebook: str, cell: int) -> Answer:
+        return Answer("what total", "total = 3803.0", [Citation(notebook, cell, f"c{cell}")])
+
+    copy = judge_answer(query, cited("_build/calc.ipynb", 2))
+    assert copy.cell_first and not copy.strict_cell_first
+    own = judge_answer(query, cited("calc.ipynb", 1))
+    assert own.cell_first and own.strict_cell_first
+    assert not judge_answer(query, cited("_build/calc.ipynb", 1)).cell_first  # another cell of the copy
+    assert not judge_answer(query, Answer("what total", "")).cell_first  # no citation
+    table = answer_metrics([copy, own])
+    assert table["cell@1"] == 1.0 and table["cell@1 strict"] == 0.5

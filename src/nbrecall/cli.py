@@ -792,10 +792,10 @@ def eval_command(
         index([root], index_dir=settings.index_dir, config=config, no_vectors=False, store=settings.store.url)
     archive = _open_archive(settings)
     items = load_queries(queries)
+    resolve_copies(items, root)  # the cells of `also` copies that are right cells too (search.evaluate)
     if answers:
         _eval_answers(archive, settings, items, root, show_misses)
         return
-    resolve_copies(items, root)
 
     def run(text: str) -> list[dict]:  # type: ignore[type-arg]
         return [h.contract() for h in archive.search(text, all_versions=all_versions).hits(30)]
@@ -810,7 +810,7 @@ def eval_command(
             for mode in ("bm25", "dense"):
                 tables[f"{name} {mode}"] = evaluate(items, baseline_search(baseline, archive.embedder, mode))
     out = _console()
-    columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c", "cell@10c+", "fam@5"]
+    columns = ["nb@1", "nb@3", "nb@5", "MRR", "cell@10c", "cell@10c strict", "fam@5"]
     overall = Table(title=f"{len(items)} queries over {root}" + (" (all versions)" if all_versions else ""))
     overall.add_column("system")
     for column in columns:
@@ -852,7 +852,7 @@ def _eval_answers(archive, settings: Settings, items: list, root: Path, show_mis
 
     table, outcomes = evaluate_answers(items, ask)
     out = Console()
-    columns = ["n", "value@1", "value@3", "cell@1", "context"]
+    columns = ["n", "value@1", "value@3", "cell@1", "cell@1 strict", "context"]
     kinds = Table(title=f"extractive answers: {len(items)} queries over {root}")
     kinds.add_column("kind")
     for column in columns:

@@ -4,8 +4,9 @@ For every query the extractive answer is made as `nbrecall ask --extractive` mak
 query kind:
 - `value@1`: value questions whose expected value (the query's `answer`, as printed) is in the first value given;
 - `value@3`: … in the first value or one of the two alternatives;
-- `cell@1`: questions of every kind whose first citation is a right cell (the query's notebook and one of its
-  cells);
+- `cell@1`: questions of every kind whose first citation is a right cell: one of the query's cells in its
+  notebook, or the same cell of a copy listed under `also` (`copy_cells`, as cell@10c counts it);
+- `cell@1 strict`: … one of the query's cells in its own notebook only;
 - `context`: value questions whose expected value is in the context an LLM would be sent (`llm_context`), when
   asked for.
 """
@@ -27,8 +28,9 @@ class AnswerOutcome:
     answer: Answer
     value_first: bool | None  # None: not a value question
     value_top3: bool | None
-    cell_first: bool
+    cell_first: bool  # the first citation is a right cell (of the query's notebook or the same cell of a copy)
     in_context: bool | None
+    strict_cell_first: bool = False  # … a right cell of the query's own notebook
 
 
 def _norm(path: str) -> str:
@@ -44,7 +46,9 @@ def _shown(answer: Answer) -> list[str]:
 
 def judge_answer(query: Query, answer: Answer, context: str | None = None) -> AnswerOutcome:
     first = answer.citations[0] if answer.citations else None
-    cell_first = first is not None and _norm(first.notebook) == _norm(query.notebook) and first.cell in query.cells
+    strict = first is not None and _norm(first.notebook) == _norm(query.notebook) and first.cell in query.cells
+    copies = {_norm(nb): set(cells) for nb, cells in query.copy_cells.items()}
+    cell_first = strict or (first is not None and first.cell in copies.get(_norm(first.notebook), ()))
     value_first = value_top3 = in_context = None
     if query.kind == "value" and query.answer:
         shown = _shown(answer)
@@ -52,14 +56,16 @@ def judge_answer(query: Query, answer: Answer, context: str | None = None) -> An
         value_top3 = any(query.answer in s for s in shown[:3])
         if context is not None:
             in_context = query.answer in context
-    return AnswerOutcome(query, answer, value_first, value_top3, cell_first, in_context)
+    return AnswerOutcome(query, answer, value_first, value_top3, cell_first, in_context, strict)
 
 
 def answer_metrics(outcomes: Iterable[AnswerOutcome]) -> dict[str, float]:
     items = list(outcomes)
     values = [o for o in items if o.value_first is not None]
     contexts = [o for o in values if o.in_context is not None]
-    table = {"n": float(len(items)), "cell@1": sum(o.cell_first for o in items) / (len(items) or 1)}
+    n = len(items) or 1
+    table = {"n": float(len(items)), "cell@1": sum(o.cell_first for o in items) / n,
+             "cell@1 strict": sum(o.strict_cell_first for o in items) / n}
     if values:
         table["n values"] = float(len(values))
         table["value@1"] = sum(bool(o.value_first) for o in values) / len(values)

@@ -405,8 +405,13 @@ class PgFamilies:
 
 
 def bucket_mates(rows: Iterable[Any], wanted: set[str], limit: int) -> dict[str, list[str]]:
-    """`mates` from (band, key, sha) rows in bucket order: every pair of contents sharing a bucket."""
+    """`mates` from (band, key, sha) rows in bucket order: every pair of contents sharing a bucket.
+
+    A first run over a large archive lists millions of pairs: each content's hash is kept once (`same`, not one
+    string per row read) and each content's set becomes its sorted list as it is taken out, so the sets and the
+    lists are not all held at once."""
     out: dict[str, set[str]] = {}
+    same: dict[str, str] = {}
     bucket: list[str] = []
     last: tuple[int, int] | None = None
 
@@ -425,9 +430,14 @@ def bucket_mates(rows: Iterable[Any], wanted: set[str], limit: int) -> dict[str,
         if (band, key) != last:
             flush()
             last = (band, key)
-        bucket.append(sha)
+        bucket.append(same.setdefault(sha, sha))
     flush()
-    return {sha: sorted(found - {sha})[:limit] for sha, found in out.items()}
+    mates: dict[str, list[str]] = {}
+    for sha in sorted(out):
+        found = out.pop(sha)
+        found.discard(sha)
+        mates[sha] = sorted(found)[:limit]
+    return mates
 
 
 def _detail(row: Any) -> dict[str, Any]:

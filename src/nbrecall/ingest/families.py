@@ -32,6 +32,7 @@ is recomputed; a killed run leaves the pending marks, and the next run finishes 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 import time
@@ -258,7 +259,6 @@ def _step(manifest: Any, store: Any, settings: FamilySettings, banding: Banding,
     graph.family_of = {sha: fam for sha, fam in store.families_of(others).items() if fam not in affected}
     sigs.update(store.signatures(others - set(sigs)))
     arrays = {sha: sig.array() for sha, sig in sigs.items()}
-    mate_sets = {sha: set(found) for sha, found in mates.items()}
     for sha in sorted(graph.free):
         graph.uf.find(sha)
         mine = sigs.get(sha)
@@ -266,7 +266,7 @@ def _step(manifest: Any, store: Any, settings: FamilySettings, banding: Banding,
             continue
         # each pair once (both placed: from the smaller hash), every candidate of one content in one numpy pass
         cands = [m for m in mates.get(sha, []) if m in sigs and m not in gone_set and graph.node(m) is not None
-                 and not (m < sha and m in graph.free and sha in mate_sets.get(m, ()))]
+                 and not (m < sha and m in graph.free and _listed(mates.get(m, []), sha))]
         if not cands:
             continue
         for mate in _verified(mine, arrays[sha], cands, sigs, arrays, settings):
@@ -294,6 +294,12 @@ def _step(manifest: Any, store: Any, settings: FamilySettings, banding: Banding,
         store.write(changed, delete=sorted(gone_set), done=sorted(pending_set))
     report.placed, report.left = len(pending_set), len(gone_set)
     report.resplit = len({old[sha] for sha in gone_set if sha in old})
+
+
+def _listed(found: list[str], sha: str) -> bool:
+    """`sha` in a sorted list of mates (a binary search: no second copy of every list as a set)."""
+    at = bisect.bisect_left(found, sha)
+    return at < len(found) and found[at] == sha
 
 
 def _verified(mine: Signature, values: np.ndarray, cands: list[str], sigs: dict[str, Signature],

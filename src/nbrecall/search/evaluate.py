@@ -4,9 +4,11 @@ Metrics, overall and per query kind:
 - nb@1, nb@3, nb@5: the right notebook (or one listed under `also`) among the first k distinct notebooks;
 - MRR: mean reciprocal rank of the first right notebook (distinct-notebook ranks);
 - cell@10c: a right cell among the first 10 distinct (notebook, cell) pairs, flattening each result's `cells`
-  in rank order;
-- cell@10c+: as cell@10c, and a cell of a copy listed under `also` counts when its source is the source of a right
-  cell (`copy_cells`): with one result per family the copy can be the one shown, and it holds the same cell;
+  in rank order. A right cell is one the query lists in its notebook, or a cell of a copy listed under `also` whose
+  source is the source of one of them (`copy_cells`): the query set counts an `also` copy as the right notebook
+  (nb@k does), and says its cell indices may differ, so its identical cell is the right cell too. With one
+  result per family, the copy is shown when it matches the query best, and it holds the same cell;
+- cell@10c strict: only the cells listed in the query's own notebook (what cell@10c measured before families);
 - fam@5: distinct notebook families (`family` of the contract; a notebook without one is its own) among the
   first five distinct notebooks shown as results of their own (a cell listed from another version, `version_of`,
   is part of its result): how much of the first page is not the same notebook again.
@@ -39,9 +41,9 @@ class Query:
 class QueryOutcome:
     query: Query
     notebook_rank: int | None  # 1-based rank among distinct notebooks, None if absent
-    cell_hit: bool
+    cell_hit: bool  # a right cell in the first ten pairs: the query's notebook's, or the same cell of a copy
     families_top5: int = 0  # distinct families among the first five distinct notebooks
-    copy_cell_hit: bool = False  # cell_hit, or the same cell (by source) of an `also` copy
+    strict_cell_hit: bool = False  # a right cell of the query's own notebook (`also` copies not counted)
 
 
 def load_queries(path: Path) -> list[Query]:
@@ -111,7 +113,7 @@ def judge(query: Query, results: list[dict[str, Any]], cell_depth: int = 10) -> 
             if pair not in seen:
                 seen.append(pair)
     target = _norm(query.notebook)
-    cell_hit = any(nb == target and cell in query.cells for nb, cell in seen[:cell_depth])
+    strict_hit = any(nb == target and cell in query.cells for nb, cell in seen[:cell_depth])
     family_of: dict[str, str] = {}
     entries: list[str] = []  # the results a user sees: a cell listed from another version belongs to its result
     for result in results:
@@ -121,8 +123,8 @@ def judge(query: Query, results: list[dict[str, Any]], cell_depth: int = 10) -> 
             entries.append(name)
     families = len({family_of[name] for name in entries[:5]})
     copies = {_norm(nb): set(cells) for nb, cells in query.copy_cells.items()}
-    copy_hit = cell_hit or any(cell in copies.get(nb, ()) for nb, cell in seen[:cell_depth])
-    return QueryOutcome(query, rank, cell_hit, families, copy_hit)
+    cell_hit = strict_hit or any(cell in copies.get(nb, ()) for nb, cell in seen[:cell_depth])
+    return QueryOutcome(query, rank, cell_hit, families, strict_hit)
 
 
 def metrics(outcomes: Iterable[QueryOutcome]) -> dict[str, float]:
@@ -135,7 +137,7 @@ def metrics(outcomes: Iterable[QueryOutcome]) -> dict[str, float]:
         "nb@5": sum(1 for o in items if o.notebook_rank and o.notebook_rank <= 5) / n,
         "MRR": sum(1.0 / o.notebook_rank for o in items if o.notebook_rank) / n,
         "cell@10c": sum(1 for o in items if o.cell_hit) / n,
-        "cell@10c+": sum(1 for o in items if o.copy_cell_hit) / n,
+        "cell@10c strict": sum(1 for o in items if o.strict_cell_hit) / n,
         "fam@5": sum(o.families_top5 for o in items) / n,
     }
 
