@@ -78,3 +78,16 @@ def test_vision_settings_are_validated_like_the_rest(tmp_path: Path) -> None:
     vision = settings.vision
     assert (vision.kind, vision.url, vision.model) == ("openai", "http://127.0.0.1:9/v1", "m")
     assert settings.vision.timeout == 30.0
+
+
+def test_every_section_refuses_unknown_keys(tmp_path: Path) -> None:
+    from dataclasses import fields, is_dataclass
+
+    from nbrecall.config import Settings
+
+    sections = [f.name for f in fields(Settings) if isinstance(f.default_factory, type)
+                and is_dataclass(f.default_factory)]
+    assert "families" in sections and "vision" in sections
+    for name in sections:
+        with pytest.raises(ConfigError, match=rf"unknown setting '{name}\.no_such_key'"):
+            load_settings(_toml(tmp_path, f"[{name}]\nno_such_key = 1\n"), env={})

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -242,9 +242,11 @@ class Settings:
     config_path: PathText | None = None
 
 
-_SECTIONS: tuple[type, ...] = (DiscoverSettings, MetadataSettings, ChunkSettings, EmbedConfig, RetrieveSettings,
-                                AnswerSettings, VisionSettings, RenderSettings, StoreSettings, ExecutorSettings,
-                                ServeSettings, Settings)
+# every section of `Settings` (read from its fields, so a new section cannot be left lenient) and Settings itself
+_SECTIONS: tuple[type, ...] = tuple(
+    f.default_factory for f in fields(Settings)
+    if isinstance(f.default_factory, type) and is_dataclass(f.default_factory)
+) + (Settings,)
 for _section in _SECTIONS:
     _section.__pydantic_config__ = _STRICT  # type: ignore[attr-defined]  # a class attribute pydantic reads
 _SETTINGS = TypeAdapter(Settings)
