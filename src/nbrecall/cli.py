@@ -1025,8 +1025,8 @@ def _live_indexer(  # type: ignore[no-untyped-def]
 ):
     """The background indexing of `serve ROOT`, on an index created now if there is none: the server's archive
     and the indexer share the embedder and the store (one model, one set of caches in memory)."""
-    from nbrecall.ingest.live import LiveIndexer
     from nbrecall.index.embedder_from_settings import make_embedder
+    from nbrecall.ingest.live import LiveIndexer
     from nbrecall.service import Archive, prepare_index
 
     _executor(settings, executor).close()  # a bad name or an unreachable cluster is said now (exit 2)
