@@ -29,6 +29,7 @@ class Banding(Protocol):
 
     def keys(self, sig: Signature) -> list[tuple[int, int]]: ...
 
+
 SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS family_sigs (
     sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, sig BLOB NOT NULL, pending INTEGER NOT NULL DEFAULT 1,
@@ -108,25 +109,21 @@ class SqliteFamilies:
         return row[0] if row else None
 
     def set_state(self, value: str, name: str = "settings") -> None:
-        db = self.db
-        db.execute("INSERT OR REPLACE INTO family_state (name, value) VALUES (?, ?)", (name, value))
+        self.db.execute("INSERT OR REPLACE INTO family_state (name, value) VALUES (?, ?)", (name, value))
 
     def forget_signatures(self) -> None:
-        db = self.db
         for table in ("family_bands", "families", "family_sigs"):
-            db.execute(f"DELETE FROM {table}")
+            self.db.execute(f"DELETE FROM {table}")
 
     def save_signatures(self, items: list[tuple[str, Signature]], banding: Banding) -> None:
-        db = self.db
         """Store (or replace) signatures; each is pending until the family step, which bands it. A replaced one's
         old bands are removed first (found from the old signature)."""
         if not items:
             return
-        old = {r[0]: Signature(int(r[1]), bytes(r[2])) for part in _parts(sha for sha, _ in items) for r in db.execute(
-            f"SELECT sha256, size, sig FROM family_sigs WHERE banded = 1 AND sha256 IN ({', '.join('?' * len(part))})",
-            part)}
+        old = {r[0]: Signature(int(r[1]), bytes(r[2])) for r in self._in(
+            "SELECT sha256, size, sig FROM family_sigs WHERE banded = 1 AND sha256 IN ({})", (sha for sha, _ in items))}
         self.delete_bands([(band, key, sha) for sha, sig in old.items() for band, key in banding.keys(sig)])
-        db.executemany(
+        self.db.executemany(
             "INSERT OR REPLACE INTO family_sigs (sha256, size, sig, pending, banded) VALUES (?, ?, ?, 1, 0)",
             [(sha, sig.size, sig.hashes) for sha, sig in items],
         )
@@ -136,20 +133,17 @@ class SqliteFamilies:
             "SELECT sha256, size, sig FROM family_sigs WHERE banded = 0")}
 
     def add_bands(self, rows: list[tuple[int, int, str]], shas: list[str]) -> None:
-        db = self.db
-        db.executemany("INSERT OR IGNORE INTO family_bands (band, key, sha256) VALUES (?, ?, ?)", rows)
-        db.executemany("UPDATE family_sigs SET banded = 1 WHERE sha256 = ?", [(sha,) for sha in shas])
+        self.db.executemany("INSERT OR IGNORE INTO family_bands (band, key, sha256) VALUES (?, ?, ?)", rows)
+        self.db.executemany("UPDATE family_sigs SET banded = 1 WHERE sha256 = ?", [(sha,) for sha in shas])
 
     def delete_bands(self, rows: list[tuple[int, int, str]]) -> None:
-        db = self.db
-        db.executemany("DELETE FROM family_bands WHERE band = ? AND key = ? AND sha256 = ?", rows)
+        self.db.executemany("DELETE FROM family_bands WHERE band = ? AND key = ? AND sha256 = ?", rows)
 
     def rebuild_bands(self, banding: Banding) -> None:
-        db = self.db
         """New settings: every stored signature is banded and placed again (families start over)."""
-        db.execute("DELETE FROM family_bands")
-        db.execute("DELETE FROM families")
-        db.execute("UPDATE family_sigs SET pending = 1, banded = 0")
+        self.db.execute("DELETE FROM family_bands")
+        self.db.execute("DELETE FROM families")
+        self.db.execute("UPDATE family_sigs SET pending = 1, banded = 0")
 
     def bucket_rows(self, keys: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
         """(band, key, content) of every content in these buckets."""
@@ -194,12 +188,11 @@ class SqliteFamilies:
         return row[0] if row else None
 
     def write(self, assign: dict[str, str], delete: list[str], done: list[str]) -> None:
-        db = self.db
         """Families after a step; `delete`: contents gone (their bands are deleted by the caller)."""
-        db.executemany("DELETE FROM families WHERE sha256 = ?", [(sha,) for sha in delete])
-        db.executemany("DELETE FROM family_sigs WHERE sha256 = ?", [(sha,) for sha in delete])
-        db.executemany("INSERT OR REPLACE INTO families (sha256, family) VALUES (?, ?)", sorted(assign.items()))
-        db.executemany("UPDATE family_sigs SET pending = 0 WHERE sha256 = ?", [(sha,) for sha in done])
+        self.db.executemany("DELETE FROM families WHERE sha256 = ?", [(sha,) for sha in delete])
+        self.db.executemany("DELETE FROM family_sigs WHERE sha256 = ?", [(sha,) for sha in delete])
+        self.db.executemany("INSERT OR REPLACE INTO families (sha256, family) VALUES (?, ?)", sorted(assign.items()))
+        self.db.executemany("UPDATE family_sigs SET pending = 0 WHERE sha256 = ?", [(sha,) for sha in done])
 
     def counts(self) -> tuple[int, int]:
         """(families of two or more, contents in them)."""
