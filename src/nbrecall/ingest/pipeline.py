@@ -167,14 +167,11 @@ def run_index(
             families = FamilyWriter(manifest, settings.families) if settings.families.enabled else None
             _run(roots, settings, embedder, store, manifest, cache, report, progress, batch_notebooks,
                  executor or InlineExecutor(), families, figures)
-            for phase in ("vectors", "figures", "vectors"):
-                if phase == "figures" and figures is not None and not defer_vectors:
+            if not defer_vectors:  # vectors, then (with a describer) figure descriptions and their vectors
+                _vectors_phase(settings, embedder, store, manifest, cache, report, progress)
+                if figures is not None:
                     _describe_phase(settings, embedder, store, manifest, cache, report, figures, progress)
-                elif phase == "vectors" and settings.embed.enabled and not defer_vectors and manifest.pending_count():
-                    fill_vectors(embedder, store, manifest, cache, report, progress)
-                    started = time.perf_counter()
-                    store.finish_run()
-                    report.add_time("keyword + vector index", time.perf_counter() - started)
+                    _vectors_phase(settings, embedder, store, manifest, cache, report, progress)
             report.vectors_pending = manifest.pending_count() if settings.embed.enabled else 0
             manifest.end_run(run_id, {
                 "indexed": report.notebooks_indexed,
@@ -191,6 +188,23 @@ def run_index(
             raise
         raise fault from exc
     return report
+
+
+def _vectors_phase(
+    settings: Settings,
+    embedder: Embedder,
+    store: Store,
+    manifest: Manifest,
+    cache: EmbeddingCache,
+    report: IndexReport,
+    progress: Progress | None,
+) -> None:
+    """Fill the waiting vectors (phase 2), then refresh the store's keyword and vector indexes."""
+    if settings.embed.enabled and manifest.pending_count():
+        fill_vectors(embedder, store, manifest, cache, report, progress)
+        started = time.perf_counter()
+        store.finish_run()
+        report.add_time("keyword + vector index", time.perf_counter() - started)
 
 
 def _describe_phase(
