@@ -10,9 +10,11 @@ from nbformat import v4
 
 from conftest import HashEmbedder, code, result, stream, write_nb
 from nbrecall.answer.answer import answer, llm_context, stream_answer
+from nbrecall.answer.compose import with_values
 from nbrecall.answer.context import TRUNCATED, VALUES_HEADING, build_context, notebook_heading, render_cell
 from nbrecall.answer.question import read_question
 from nbrecall.answer.sentences import sentences
+from nbrecall.answer.types import Answer, Citation
 from nbrecall.config import Settings
 from nbrecall.convert.tokens import count_llm_tokens
 from nbrecall.index.store import LanceStore
@@ -172,6 +174,25 @@ def test_no_value_close_enough_points_at_the_cell(archive: Archive, question: st
     found = ask(archive, question)
     assert not found.values and found.citations, found.text
     assert found.notice and "closest cell" in found.notice and "lifeboat" in found.notice
+
+
+def test_general_question_cites_the_cell_and_lists_the_values_under_it(archive: Archive) -> None:
+    # no interrogative and no value whose name holds what is asked: retrieval's cell comes first, the printed
+    # values that score best follow it (with their own citations) instead of being dropped
+    place = ask(archive, "where are the quasi-static line tensions of the FSO")
+    found = ask(archive, "quasi-static line tensions of the FSO")
+    assert found.kind == "general"
+    assert found.citations[0] == place.citations[0]
+    assert found.text.startswith(place.text.splitlines()[0])
+    assert "Printed values that may answer it:" in found.text
+    assert found.values and all(v.citation in found.citations for v in found.values)
+    assert all(f"{v.shown} — {v.citation.label()}" in found.text for v in found.values)
+
+
+def test_with_values_leaves_a_place_alone_without_values() -> None:
+    place = Answer("q", "In a.ipynb, Cell 1 [a.ipynb › Cell 1]", [Citation("a.ipynb", 1, "c1")], kind="general")
+    assert with_values(place, None) is place
+    assert with_values(place, Answer("q", "", [], kind="general")) is place
 
 
 def test_where_answer_names_notebook_section_and_cell(archive: Archive) -> None:

@@ -7,7 +7,8 @@ retrieval found; a term answer is the defining sentence of a markdown cell.
 Which of these a question gets: its grammar says so when it has an interrogative (`question.py`); a question
 without one ("final RMSE of the tuned model", "bootstrap test for a difference in means") gets a value only when
 the evidence points at one: the value sits in the cell retrieval found first, or its name holds what the question
-asks about (its first noun phrase) or much of the question; else retrieval's cell. Measured on both development
+asks about (its first noun phrase) or much of the question; else retrieval's cell, with the best printed values
+listed under it (`with_values`). Measured on both development
 sets (`bench/answer_ablation.py`, bench/README.md): retrieval's first cell is the right one to cite for "where",
 error, column and figure questions more often than any cell chosen afterwards by word overlap.
 
@@ -180,4 +181,19 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     if q.kind == "value":
         return value if value is not None else place_answer(
             q, result, archive, "no printed value answers this question closely enough; the closest cell is shown")
-    return value if value is not None and _value_fits(q, result, value, ranked) else place_answer(q, result, archive)
+    if value is not None and _value_fits(q, result, value, ranked):
+        return value
+    return with_values(place_answer(q, result, archive), value)
+
+
+def with_values(place: Answer, value: Answer | None) -> Answer:
+    """A place answer to a question without an interrogative, followed by the printed values that score best for
+    it (when any shares a word with the question): the evidence did not say the question asks for a value, so the
+    cell comes first, and the values are offered under it rather than dropped. A value printed elsewhere is
+    often what was asked ("annual electricity cost for the 700 gpm pump"), and the reader sees it at once."""
+    if value is None or not value.values:
+        return place
+    lines = [place.text, "Printed values that may answer it:"]
+    lines.extend(f"  {v.shown} — {v.citation.label()}{_meta(v)}" for v in value.values)
+    citations = list(dict.fromkeys([*place.citations, *value.citations]))
+    return Answer(place.question, "\n".join(lines), citations, place.mode, place.notice, value.values, place.kind)
