@@ -302,8 +302,9 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
         entry = next(c for c in cands if id(c) == cand_id)
         if entry.signals["label"] <= whole.signals["label"]:
             entry.score = min(entry.score, whole.score - 1e-6)
+    # equal scores: the last printout of a repeated label in a cell (a loop's or a solver's result) before the first
     return sorted(cands, key=lambda c: (-c.score, c.rank if c.rank is not None else 99, c.fact.cell,
-                                        c.fact.position))
+                                        not c.fact.final, c.fact.position))
 
 
 def rank_values(question: Question, result: SearchResult, archive: Archive, filters: SearchFilters | None = None,
