@@ -295,3 +295,20 @@ def test_context_cuts_whole_cells_and_truncates_only_a_cell_larger_than_the_budg
     assert TRUNCATED in context.text and context.cells[0].truncated
     assert "## Cell [0] · type:code · In[1] · id:big" in context.text
     assert "value_0 = compute_something(0)" in context.text
+
+
+def test_equal_scores_put_the_last_printout_of_a_label_first() -> None:
+    # a solver prints `Q_std` at each iteration: both printouts share every signal, the converged one is the answer
+    from nbrecall.answer.values import RankedFact, score
+    from nbrecall.notebook.facts import Fact
+
+    first = Fact(2, "c2", "1176795.8", "Q_std", "Q_std: 1176795.8", position=0, final=False, number=1176795.8)
+    last = Fact(2, "c2", "922210.2", "Q_std", "Q_std: 922210.2", position=1, final=True, number=922210.2)
+    cands = [RankedFact(f, "flow.ipynb", "s" * 40, None, 0, signals={"similarity": 0.2, "keyword_raw": 1.0})
+             for f in (first, last)]
+    hit = Hit("flow.ipynb", "share", 2, [2], "c2", "code", 1.0, "", "", nb_sha="s" * 40)
+    nb = NotebookResult("s" * 40, "flow.ipynb", "share", 1.0, [hit], cell_scores={2: 1.0})
+    found = SearchResult("converged flow", [nb])
+    ranked = score(read_question("converged flow Q_std"), cands, found)
+    assert ranked[0].score == ranked[1].score
+    assert [c.fact.value for c in ranked] == ["922210.2", "1176795.8"]
