@@ -756,7 +756,7 @@ def status(
         out.print(q)
 
 
-def _figure_counts(settings: Settings, manifest) -> dict | None:  # type: ignore[no-untyped-def,type-arg]
+def _figure_counts(settings: Settings, manifest) -> dict | None:
     """Raster figures of the indexed notebooks by description state (None when figures were never described)."""
     from nbrecall.vision.store import FILE_NAME, FigureStore
 

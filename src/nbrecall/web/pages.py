@@ -135,7 +135,7 @@ def viewer(
         paths = state.paths(nb_id)
         _family, members = family_members(state.archive.manifest, nb_id)
     meta = dict(content.meta or {})
-    task = {
+    task: dict[str, Any] = {
         "path": str(path) if path is not None else None,
         "sha": content.sha256,
         "rel": content.rel,

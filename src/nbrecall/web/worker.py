@@ -301,7 +301,7 @@ def task_page(
     )
 
 
-def _describe_from(figures: dict[str, str]):  # type: ignore[no-untyped-def]
+def _describe_from(figures: dict[str, str]):
     """Image hash → description line, read from the figure cache (read-only) for one page."""
     from contextlib import closing
 
