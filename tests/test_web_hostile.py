@@ -25,7 +25,8 @@ from nbrecall.config import Settings, load_settings
 from nbrecall.records import SearchFilters
 from nbrecall.web import security
 from nbrecall.web.heavy import RenderBusy, RenderFailed, RenderPool
-from nbrecall.web.security import CSP, allowed_hosts, html_nesting_exceeds, sanitize_svg, sign_in_cookie
+from nbrecall.web.sanitize import html_nesting_exceeds, sanitize_svg
+from nbrecall.web.security import CSP, allowed_hosts, sign_in_cookie
 from test_web_support import SAMPLES, index_archive, local_client, make_app
 
 TOKEN = "correct-horse-battery-staple"

@@ -38,7 +38,7 @@ from nbrecall.notebook.model import Cell, Notebook, Output
 from nbrecall.notebook.outputs import collapse_carriage_returns, human_size, strip_ansi
 from nbrecall.notebook.read import join_text
 from nbrecall.records import CellRecord, ContentRecord
-from nbrecall.web.security import (
+from nbrecall.web.sanitize import (
     IMAGE_MIMES,
     MAX_HTML_DEPTH,
     data_uri,
