@@ -325,7 +325,7 @@ def test_missing_module_is_an_import_error(tmp_path: Path) -> None:
 
 
 def test_stale_reasons() -> None:
-    from nbrecall.render.sandbox import _library, classify_error
+    from nbrecall.render.outcome import _library, classify_error
 
     tb = ["Cell \x1b[0;32mIn[3], line 1\x1b[0m",
           "File \x1b[0;32m/venv/lib/python3.11/site-packages/matplotlib/animation.py:1050\x1b[0m, in save"]

@@ -29,9 +29,10 @@ from nbrecall.render.environments import (
     parse_environments,
     pick_environment,
 )
+from nbrecall.render.outcome import Execution
 from nbrecall.render.report import report_html
 from nbrecall.render.run import RenderOptions, render_notebook, summarise
-from nbrecall.render.sandbox import Execution, Limits
+from nbrecall.render.sandbox import Limits
 
 matplotlib = import_or_missing("matplotlib", "the drift tests draw with matplotlib (the dev extra)")
 matplotlib.use("Agg")

@@ -44,7 +44,7 @@ from typing import Any, cast
 
 from nbrecall.notebook.model import Notebook, Output
 from nbrecall.notebook.outputs import collapse_carriage_returns, html_to_text, strip_ansi
-from nbrecall.render.sandbox import Execution, classify, classify_error
+from nbrecall.render.outcome import Execution, classify, classify_error
 
 CELL_STATUSES = ("same", "changed", "failed", "new")
 NOTEBOOK_STATUSES = ("fresh", "changed", "stale")
@@ -104,7 +104,7 @@ class RenderResult:
     reason: str = ""
     cells: list[CellComparison] = field(default_factory=list)
     paths: dict[str, Any] = field(default_factory=dict)  # PathScan.to_dict()
-    execution: dict[str, Any] = field(default_factory=dict)  # sandbox.describe()
+    execution: dict[str, Any] = field(default_factory=dict)  # outcome.describe()
     notes: list[str] = field(default_factory=list)
     rendered_at: str = ""
     environment: dict[str, str] = field(default_factory=dict)

@@ -44,6 +44,7 @@ from nbrecall.render.environments import (
     parse_environments,
     pick_environment,
 )
+from nbrecall.render.outcome import Execution, describe
 from nbrecall.render.paths import PathRule, parse_rules, scan_notebook
 from nbrecall.render.pyodide import (
     describe_pyodide,
@@ -53,11 +54,9 @@ from nbrecall.render.pyodide import (
     runner_version,
 )
 from nbrecall.render.sandbox import (
-    Execution,
     Limits,
     SandboxSpec,
     SandboxUnavailable,
-    describe,
     execute_notebook,
     interpreter_facts,
     interpreter_problem,
@@ -252,7 +251,7 @@ def recompare(out_dir: Path, sha256: str, options: RenderOptions | None = None) 
     """Judge a stored render again with today's comparison rules, without running anything: the original file
     (it must still have the content `sha256`) against the stored executed copy and execution facts. None when
     the file changed or the notebook never ran."""
-    from nbrecall.render.sandbox import CellError, classify
+    from nbrecall.render.outcome import CellError, classify
 
     stored = load_render(out_dir, sha256)
     if stored is None:
