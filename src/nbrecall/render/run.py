@@ -33,7 +33,6 @@ from nbrecall.notebook.read import NotebookUnreadable, read_notebook, read_noteb
 from nbrecall.render.compare import (
     CHANGE_CLASSES,
     RESULT_CLASSES,
-    CompareOptions,
     RenderResult,
     compare_notebook,
     stale_result,
@@ -62,6 +61,7 @@ from nbrecall.render.sandbox import (
     interpreter_problem,
     sandbox_problem,
 )
+from nbrecall.render.text_compare import CompareOptions
 
 
 @dataclass
