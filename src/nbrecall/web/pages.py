@@ -15,11 +15,12 @@ from nbrecall.ingest.renders import render_label
 from nbrecall.records import ContentRecord, SearchFilters
 from nbrecall.search.families import family_members
 from nbrecall.web.api import search_payload
+from nbrecall.web.cell_html import pygments_css
 from nbrecall.web.diff import safe as safe_diff
 from nbrecall.web.heavy import RenderBusy, RenderFailed
 from nbrecall.web.live import progress_payload
 from nbrecall.web.models import MAX_FILTER, MAX_QUERY, PlainInt
-from nbrecall.web.render import highlight_terms, notebook_view, pygments_css
+from nbrecall.web.render import highlight_terms, notebook_view
 from nbrecall.web.state import NotFound, WebState, get_state
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))

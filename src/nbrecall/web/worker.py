@@ -33,7 +33,7 @@ from nbrecall.notebook.files import read_regular
 from nbrecall.notebook.model import Cell, Notebook
 from nbrecall.notebook.read import NotebookUnreadable, join_text, read_notebook_bytes
 from nbrecall.records import CellRecord
-from nbrecall.web.render import SHRUNK, shrink_output
+from nbrecall.web.cell_html import SHRUNK, shrink_output
 
 IDLE_EXIT = 600.0  # seconds without a task before the worker ends itself (the server starts another on demand)
 CACHE_RAW = 32 * 1024 * 1024  # a notebook up to this size stays loaded between pages
@@ -404,7 +404,7 @@ def task_report(docs: _Documents, *, path: str | None, sha: str, rel: str) -> st
     """The fidelity report as sanitized HTML; None when the file changed since it was indexed."""
     from nbrecall.convert.markdown import convert_notebook
     from nbrecall.convert.report import measure, render_report
-    from nbrecall.web.render import render_markdown
+    from nbrecall.web.cell_html import render_markdown
 
     parsed = docs.parsed(path, sha, rel)
     if parsed is None:
@@ -487,7 +487,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle: it stops us
     with contextlib.suppress(OSError):
         os.nice(5)  # searches in the server come first on a busy machine
-    from nbrecall.web.render import render_code, render_markdown
+    from nbrecall.web.cell_html import render_code, render_markdown
 
     render_code("x = 1\nprint(x)")  # the lexer and the markdown parser built now, not on the first page
     render_markdown("# x\n\n*y*")
