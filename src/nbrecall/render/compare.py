@@ -44,6 +44,7 @@ from typing import Any, cast
 from nbrecall.notebook.model import Notebook, Output
 from nbrecall.notebook.outputs import html_to_text
 from nbrecall.render.outcome import Execution, classify, classify_error
+from nbrecall.render.source_signals import sets_display_precision, unseeded_random_cells
 from nbrecall.render.text_compare import (
     CompareOptions,
     format_equal,
@@ -275,10 +276,6 @@ def outputs_equal(original: list[_Item], fresh: list[_Item], options: CompareOpt
 # ---------------------------------------------------------------------------------------------------------------
 # Classifying a difference: format only, or values / text / figure / error
 
-_PRECISION_SET_RE = re.compile(
-    r"set_printoptions|display\.precision|display\.float_format|%precision|pd\.options\.display|float_format"
-)
-
 
 def _has_image(item: _Item) -> bool:
     return any(m in item.reps for m in _IMAGE_MIMES)
@@ -392,49 +389,6 @@ def cell_verdict(original: list[_Item], fresh: list[_Item], options: CompareOpti
     if all(v in ("same", "format") for v in verdicts):
         return "format", notes
     return next(p for p in _PRIORITY if p in verdicts), notes
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Unseeded random numbers
-
-_RNG_CALL_RE = re.compile(
-    r"\b(?:np\.|numpy\.)?random\.(?!seed\b|default_rng\b|RandomState\b|Generator\b)\w+\s*\("
-    r"|\bdefault_rng\(\s*\)|\bRandomState\(\s*\)|\.rvs\((?![^)]*random_state)|\brandn?\(|\buuid4\("
-)
-_SEED_RE = re.compile(
-    r"\b(?:manual_)?seed\(\s*[\w.]|\bdefault_rng\(\s*[\w.]|\bRandomState\(\s*[\w.]|\brandom_state\s*=\s*\d"
-)
-
-
-def unseeded_random_cells(nb: Notebook) -> set[int]:
-    """Code cells whose results may depend on random numbers drawn without a seed: a cell that draws them before
-    any seed is set, and every cell that uses (through the dependency hints, transitively) a name it defines."""
-    seeded = False
-    drawing: set[int] = set()
-    for cell in nb.code_cells:
-        if _SEED_RE.search(cell.source):
-            seeded = True
-        if not seeded and _RNG_CALL_RE.search(cell.source):
-            drawing.add(cell.index)
-    if not drawing:
-        return set()
-    from nbrecall.notebook.analysis import analyse
-
-    users: dict[int, set[int]] = {}
-    for edge in analyse(nb).edges:
-        users.setdefault(edge.src, set()).add(edge.dst)
-    reached, todo = set(drawing), list(drawing)
-    while todo:
-        for nxt in users.get(todo.pop(), ()):
-            if nxt not in reached:
-                reached.add(nxt)
-                todo.append(nxt)
-    return reached
-
-
-def sets_display_precision(nb: Notebook) -> bool:
-    """Whether the notebook sets a display precision itself (then fewer digits are a real difference)."""
-    return any(_PRECISION_SET_RE.search(c.source) for c in nb.code_cells)
 
 
 def diff_text(original: list[_Item], fresh: list[_Item], max_lines: int = 24) -> str:
