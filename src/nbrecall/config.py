@@ -15,7 +15,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import ConfigDict, Strict, TypeAdapter, ValidationError
 
@@ -244,7 +244,7 @@ class Settings:
 
 # every section of `Settings` (read from its fields, so a new section cannot be left lenient) and Settings itself
 _SECTIONS: tuple[type, ...] = tuple(
-    f.default_factory for f in fields(Settings)
+    cast(type, f.default_factory) for f in fields(Settings)
     if isinstance(f.default_factory, type) and is_dataclass(f.default_factory)
 ) + (Settings,)
 for _section in _SECTIONS:

@@ -159,7 +159,8 @@ def run_index(
             closing(EmbeddingCache(index_dir / "embeddings.sqlite")) as cache,
             closing(FigureStore.of_index(index_dir)) if describer is not None else nullcontext() as figure_store,
         ):
-            figures = FigureWork(describer, figure_store) if describer is not None else None
+            figures = (FigureWork(describer, figure_store)
+                       if describer is not None and figure_store is not None else None)
             report.figures = figures.report if figures is not None else None
             run_id, interrupted = manifest.begin_run()
             if interrupted:  # before anything is appended: a stray batch of new notebooks would be stored twice
@@ -230,7 +231,7 @@ def _describe_phase(
                 return root, rel, path
         return None
 
-    def load(sha: str):  # type: ignore[no-untyped-def]
+    def load(sha: str):
         found = located(sha)
         if found is None:
             return None

@@ -40,7 +40,7 @@ import io
 import math
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from nbrecall.notebook.model import Notebook, Output
 from nbrecall.notebook.outputs import collapse_carriage_returns, html_to_text, strip_ansi
@@ -279,7 +279,8 @@ def _images_equal(a: str, b: str, tolerance: float) -> bool:
         img_b = Image.open(io.BytesIO(base64.b64decode(b))).convert("RGBA")
         if img_a.size != img_b.size:
             return False
-        extrema = ImageChops.difference(img_a, img_b).getextrema()
+        # one (low, high) pair per band of the RGBA image (PIL's type also covers the one-band form)
+        extrema = cast("tuple[tuple[float, float], ...]", ImageChops.difference(img_a, img_b).getextrema())
     except Exception:  # a broken image is simply not equal
         return False
     return max(high for _, high in extrema) <= tolerance * 255

@@ -53,6 +53,7 @@ from nbrecall.render.pyodide import (
     runner_version,
 )
 from nbrecall.render.sandbox import (
+    Execution,
     Limits,
     SandboxSpec,
     SandboxUnavailable,
@@ -188,6 +189,7 @@ def render_notebook(path: Path, root: Path | None, options: RenderOptions) -> tu
         data_dir=options.data_dir, rules=options.rules, hide=options.hide, python=python,
         limits=options.limits, copy_limit_mb=options.copy_limit_mb, kernel_config=kernel_config,
     )
+    execution: Execution
     try:
         if options.backend == "pyodide":
             execution = execute_notebook_pyodide(to_executable(original), spec, options.pyodide_wheels)
@@ -250,7 +252,7 @@ def recompare(out_dir: Path, sha256: str, options: RenderOptions | None = None) 
     """Judge a stored render again with today's comparison rules, without running anything: the original file
     (it must still have the content `sha256`) against the stored executed copy and execution facts. None when
     the file changed or the notebook never ran."""
-    from nbrecall.render.sandbox import CellError, Execution, classify
+    from nbrecall.render.sandbox import CellError, classify
 
     stored = load_render(out_dir, sha256)
     if stored is None:

@@ -496,7 +496,7 @@ async def _run(nb: nbformat.NotebookNode, prepared: PreparedRun, result: Executi
     done: set[int] = set()
     with open(prepared.log_path, "wb") as log:
         async with client.async_setup_kernel(stdout=log, stderr=log):
-            assert client.kc is not None
+            assert client.kc is not None and client.sandbox_km is not None  # both made by the setup
             await client.async_wait_for_reply(await ensure_async(client.kc.kernel_info()))
             count = 0
             for index in code_cells:

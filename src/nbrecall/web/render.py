@@ -200,7 +200,7 @@ def _image(mime: str, value: Any, alt: str) -> Markup | None:
         clean = sanitize_svg(_as_text(value))
         if clean is None:
             return None
-        uri = data_uri(mime, clean.encode("utf-8"))
+        uri: str | None = data_uri(mime, clean.encode("utf-8"))
     else:
         uri = image_data_uri(mime, _as_text(value))
         if uri is None:

@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -300,7 +301,7 @@ def task_page(
     )
 
 
-def _describe_from(figures: dict[str, str]):  # type: ignore[no-untyped-def]
+def _describe_from(figures: dict[str, str]):
     """Image hash → description line, read from the figure cache (read-only) for one page."""
     from contextlib import closing
 
@@ -426,7 +427,7 @@ def task_deps(docs: _Documents, *, path: str | None, sha: str, rel: str) -> str 
     return render_dependency_svg(nb, analyse(nb), title=rel)
 
 
-def task_diff(_docs: _Documents, *, a: list[Any], b: list[Any]) -> dict[str, Any]:
+def task_diff(_docs: _Documents, *, a: list[CellRecord], b: list[CellRecord]) -> dict[str, Any]:
     """What differs between two versions, cell by cell (`web.diff`), from their indexed cell records."""
     from nbrecall.web.diff import render_diff
 
@@ -450,7 +451,7 @@ def task_spin(_docs: _Documents, *, seconds: float = 3600.0, allocate_mb: int = 
         sum(range(10_000))
 
 
-TASKS = {
+TASKS: dict[str, Callable[..., Any]] = {  # each called as task(docs, **kwargs)
     "page": task_page,
     "cell": task_cell,
     "report": task_report,
