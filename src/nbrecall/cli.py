@@ -718,7 +718,7 @@ def status(
     if figures is not None:
         for key in ("described", "waiting", "failed"):
             table.add_row(f"figures {key}", f"{figures[key]:,}")
-        table.add_row("figure description cache", f"{figures['cache_bytes'] / 1024:,.0f} KiB")
+        table.add_row("figure description cache", f"{int(figures['cache_bytes']) / 1024:,.0f} KiB")
     if family_counts is not None:
         table.add_row("notebook families (2+ versions)", f"{family_counts[0]:,}")
         table.add_row("  notebooks in them", f"{family_counts[1]:,}")
@@ -756,7 +756,7 @@ def status(
         out.print(q)
 
 
-def _figure_counts(settings: Settings, manifest) -> dict | None:
+def _figure_counts(settings: Settings, manifest: Manifest) -> dict[str, int | str] | None:
     """Raster figures of the indexed notebooks by description state (None when figures were never described)."""
     from nbrecall.vision.store import FILE_NAME, FigureStore
 

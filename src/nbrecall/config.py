@@ -247,7 +247,7 @@ class Settings:
 
 # every section of `Settings` (read from its fields, so a new section cannot be left lenient) and Settings itself
 _SECTIONS: tuple[type, ...] = tuple(
-    cast(type, f.default_factory) for f in fields(Settings)  # the filter makes it a type; mypy cannot see it
+    cast(type, f.default_factory) for f in fields(Settings)
     if isinstance(f.default_factory, type) and is_dataclass(f.default_factory)
 ) + (Settings,)
 for _section in _SECTIONS:

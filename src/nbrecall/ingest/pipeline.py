@@ -83,10 +83,8 @@ def run_index(
             closing(EmbeddingCache(index_dir / "embeddings.sqlite")) as cache,
             closing(FigureStore.of_index(index_dir)) if describer is not None else nullcontext() as figure_store,
         ):
-            # the figure store is open exactly when there is a describer
-            figures = (
-                FigureWork(describer, figure_store) if describer is not None and figure_store is not None else None
-            )
+            figures = (FigureWork(describer, figure_store)
+                       if describer is not None and figure_store is not None else None)
             report.figures = figures.report if figures is not None else None
             run_id, interrupted = manifest.begin_run()
             if interrupted:  # before anything is appended: a stray batch of new notebooks would be stored twice

@@ -136,7 +136,8 @@ def viewer(
         paths = state.paths(nb_id)
         _family, members = family_members(state.archive.manifest, nb_id)
     meta = dict(content.meta or {})
-    task: dict[str, Any] = {
+    figure_cache = state.figure_cache()
+    task = {
         "path": str(path) if path is not None else None,
         "sha": content.sha256,
         "rel": content.rel,
@@ -144,9 +145,9 @@ def viewer(
         "language": str(meta.get("language") or "python"),
         "meta": meta,
         "renders": state.renders_folder(content),
-        "figures": state.figure_cache(),
+        "figures": figure_cache,
     }
-    figures_at = task["figures"]["mtime"] if task["figures"] else None  # a new description shows at once
+    figures_at = figure_cache["mtime"] if figure_cache else None  # a new description shows at once
     key = ("page", content.sha256, number, per_page, state.version(path, content.sha256), figures_at)
     result, degraded = None, None
     try:
