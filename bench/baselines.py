@@ -18,7 +18,8 @@ import logging
 import time
 from pathlib import Path
 
-from nbrecall.index.embed import EmbedSettings, load_embedder
+from nbrecall.config import EmbedSettings
+from nbrecall.index.embed import load_embedder
 from nbrecall.search.baselines import BASELINES, MODES, baseline_search, build_baseline
 from nbrecall.search.evaluate import evaluate, load_queries, resolve_copies
 

@@ -49,7 +49,8 @@ def child(args: argparse.Namespace) -> None:
     from nbrecall.index.embedder_from_settings import make_embedder
     from nbrecall.index.manifest import SqliteManifest
     from nbrecall.ingest.build import IndexReport
-    from nbrecall.ingest.pipeline import fill_vectors, run_index
+    from nbrecall.ingest.pipeline import run_index
+    from nbrecall.ingest.vectors import fill_vectors
     from nbrecall.service import open_store
 
     settings = load_settings(args.config, env={**os.environ, "NBRECALL_INDEX": str(args.index)})

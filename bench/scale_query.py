@@ -185,7 +185,7 @@ def notebooks(rows: int, topics: int, seed: int) -> Iterator[NotebookSpec]:
 
 
 def load_embedder(models: Path) -> Any:
-    from nbrecall.index.embed import EmbedSettings
+    from nbrecall.config import EmbedSettings
     from nbrecall.index.embed import load_embedder as load
 
     return load(EmbedSettings(), models)

@@ -20,11 +20,11 @@ import pytest
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
+from nbrecall.config import EmbedSettings
 from nbrecall.index.embed import (
     PINNED_SHA256,
     Embedder,
     EmbeddingServiceError,
-    EmbedSettings,
     ModelIntegrityError,
     OnnxMiniLM,
     OpenAIEmbedder,

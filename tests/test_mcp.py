@@ -16,8 +16,8 @@ from mcp import Client, StdioServerParameters
 from typer.testing import CliRunner
 
 from nbrecall.cli import app
-from nbrecall.config import Settings
-from nbrecall.index.embed import EmbedSettings, load_embedder
+from nbrecall.config import EmbedSettings, Settings
+from nbrecall.index.embed import load_embedder
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest.pipeline import run_index
 from test_answer import BALLAST, GLOSSARY, make_notebooks

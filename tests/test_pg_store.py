@@ -21,8 +21,9 @@ from nbrecall.backends import index_exists, open_manifest, open_store
 from nbrecall.config import Settings, load_settings
 from nbrecall.index.faults import StoreUnavailable, redact
 from nbrecall.index.manifest import SqliteManifest
-from nbrecall.index.pg_db import PgDatabase, store_migrations
+from nbrecall.index.pg_db import PgDatabase
 from nbrecall.index.pg_manifest import PgManifest
+from nbrecall.index.pg_schema import store_migrations
 from nbrecall.index.pg_store import PgStore, filter_sql, tsquery_literal
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest.pipeline import run_index

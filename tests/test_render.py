@@ -22,6 +22,7 @@ from nbrecall.config import load_settings
 from nbrecall.notebook.model import Output
 from nbrecall.notebook.read import read_notebook
 from nbrecall.render import compare as cmp
+from nbrecall.render import text_compare
 from nbrecall.render.paths import PathRuleError, map_path, parse_rules, scan_notebook
 from nbrecall.render.run import RenderOptions, load_render, render_notebook, write_render
 from nbrecall.render.sandbox import Limits, interpreter_prefixes, sandbox_problem
@@ -133,19 +134,19 @@ def out(**kw: object) -> Output:
 
 
 def test_compare_normalises_and_tolerates() -> None:
-    opts = cmp.CompareOptions()
+    opts = text_compare.CompareOptions()
     a = cmp.comparable([out(output_type="stream", name="stdout", text="\x1b[31mtotal\x1b[0m 0.30000000000000004\n"),
                         out(output_type="stream", name="stderr", text="FutureWarning: x\n"),
                         out(output_type="execute_result", data={"text/plain": "<Foo at 0x7f3a2b1c>"})], opts)
     b = cmp.comparable([out(output_type="stream", name="stdout", text="total  0.3\n"),
                         out(output_type="execute_result", data={"text/plain": "<Axes: xlabel='t'>"})], opts)
     assert cmp.outputs_equal(a, b, opts)
-    assert cmp.normalise_text("run at 2017-03-04 12:01:02, id 1b4e28ba-2fa1-11d2-883f-0016d3cca427") == \
-        cmp.normalise_text("run at 2026-11-29T21:00:00Z, id 6fa459ea-ee8a-3ca4-894e-db77e160355e")
-    assert not cmp.texts_equal("volume 1075.0", "volume 1060.0")
-    assert cmp.texts_equal("1.0000001", "1.0000002")  # within 1e-6 relative
-    assert not cmp.texts_equal("1.00001", "1.00002")
-    assert cmp.normalise_text("CPU times: user 1 s\nWall time: 2 s\n42") == "TIMING\nTIMING\n42"
+    assert text_compare.normalise_text("run at 2017-03-04 12:01:02, id 1b4e28ba-2fa1-11d2-883f-0016d3cca427") == \
+        text_compare.normalise_text("run at 2026-11-29T21:00:00Z, id 6fa459ea-ee8a-3ca4-894e-db77e160355e")
+    assert not text_compare.texts_equal("volume 1075.0", "volume 1060.0")
+    assert text_compare.texts_equal("1.0000001", "1.0000002")  # within 1e-6 relative
+    assert not text_compare.texts_equal("1.00001", "1.00002")
+    assert text_compare.normalise_text("CPU times: user 1 s\nWall time: 2 s\n42") == "TIMING\nTIMING\n42"
 
 
 def test_sandbox_unavailable_is_stale_not_unsandboxed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -325,7 +326,7 @@ def test_missing_module_is_an_import_error(tmp_path: Path) -> None:
 
 
 def test_stale_reasons() -> None:
-    from nbrecall.render.sandbox import _library, classify_error
+    from nbrecall.render.outcome import _library, classify_error
 
     tb = ["Cell \x1b[0;32mIn[3], line 1\x1b[0m",
           "File \x1b[0;32m/venv/lib/python3.11/site-packages/matplotlib/animation.py:1050\x1b[0m, in save"]

@@ -21,6 +21,7 @@ from nbrecall.config import load_settings
 from nbrecall.notebook.model import Output
 from nbrecall.notebook.read import read_notebook_bytes
 from nbrecall.render import compare as cmp
+from nbrecall.render import text_compare
 from nbrecall.render.environments import (
     EnvironmentRuleError,
     display_defaults,
@@ -29,9 +30,10 @@ from nbrecall.render.environments import (
     parse_environments,
     pick_environment,
 )
+from nbrecall.render.outcome import Execution
 from nbrecall.render.report import report_html
 from nbrecall.render.run import RenderOptions, render_notebook, summarise
-from nbrecall.render.sandbox import Execution, Limits
+from nbrecall.render.sandbox import Limits
 
 matplotlib = import_or_missing("matplotlib", "the drift tests draw with matplotlib (the dev extra)")
 matplotlib.use("Agg")
@@ -87,8 +89,8 @@ def stream(text: str) -> Output:
     return Output(output_type="stream", name="stdout", text=text)
 
 
-def verdict(a: list[Output], b: list[Output], options: cmp.CompareOptions | None = None) -> str:
-    options = options or cmp.CompareOptions()
+def verdict(a: list[Output], b: list[Output], options: text_compare.CompareOptions | None = None) -> str:
+    options = options or text_compare.CompareOptions()
     return cmp.cell_verdict(cmp.comparable(a, options), cmp.comparable(b, options), options)[0]
 
 
@@ -138,7 +140,7 @@ def test_numpy_scalar_reprs_brackets_and_display_precision_are_format_only() -> 
     assert verdict([stream("mean 0.3333\n")], [stream("mean 0.33333333\n")]) == "format"  # 4 decimals shown
     assert verdict([stream("mean 0.3333\n")], [stream("mean 0.33346\n")]) == "values"  # does not round to it
     assert verdict([stream("mean 0.33\n")], [stream("mean 0.333\n")]) == "values"  # too few digits to tell
-    strict = cmp.CompareOptions(precision_tolerant=False)  # the notebook set a display precision itself
+    strict = text_compare.CompareOptions(precision_tolerant=False)  # the notebook set a display precision itself
     assert verdict([stream("mean 0.3333\n")], [stream("mean 0.33333333\n")], strict) == "values"
 
 
@@ -151,9 +153,9 @@ def test_pretty_printer_wrapping_is_format_only() -> None:
     old = "\n\n".join("\n".join(line[a:b] for line in whole) for a, b in ((0, 80), (80, 200)))  # sympy < 1.12
     new = "\n\n".join(["\n".join(line[:76] + " ↪" for line in whole),  # sympy >= 1.12, 78 columns
                        "\n".join("↪ " + line[76:] for line in whole)])
-    assert cmp.format_text(old) == cmp.format_text(new) == cmp.format_text("\n".join(whole))
+    assert text_compare.format_text(old) == text_compare.format_text(new) == text_compare.format_text("\n".join(whole))
     assert verdict([result(**{"text/plain": old})], [result(**{"text/plain": new})]) == "format"
-    assert cmp.unwrap_pretty("first paragraph\n\nsecond one") == "first paragraph\n\nsecond one"
+    assert text_compare.unwrap_pretty("first paragraph\n\nsecond one") == "first paragraph\n\nsecond one"
     changed = new.replace("7*y", "8*y")
     assert verdict([result(**{"text/plain": old})], [result(**{"text/plain": changed})]) == "values"
 

@@ -23,7 +23,8 @@ from nbrecall.cli import app as cli_app
 from nbrecall.config import Settings
 from nbrecall.web import security
 from nbrecall.web.render import highlight_terms
-from nbrecall.web.security import CSP, bind_refusal, is_loopback, sanitize_html, sanitize_svg
+from nbrecall.web.sanitize import sanitize_html, sanitize_svg
+from nbrecall.web.security import CSP, bind_refusal, is_loopback
 from test_web_support import (
     BALLAST_REL,
     HOSTILE_REL,

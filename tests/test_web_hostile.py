@@ -25,7 +25,8 @@ from nbrecall.config import Settings, load_settings
 from nbrecall.records import SearchFilters
 from nbrecall.web import security
 from nbrecall.web.heavy import RenderBusy, RenderFailed, RenderPool
-from nbrecall.web.security import CSP, allowed_hosts, html_nesting_exceeds, sanitize_svg, sign_in_cookie
+from nbrecall.web.sanitize import html_nesting_exceeds, sanitize_svg
+from nbrecall.web.security import CSP, allowed_hosts, sign_in_cookie
 from test_web_support import SAMPLES, index_archive, local_client, make_app
 
 TOKEN = "correct-horse-battery-staple"
@@ -408,7 +409,7 @@ def test_a_notebook_nested_300000_deep_is_shown_degraded_with_a_notice(client: T
 
 
 def test_long_outputs_are_cut_before_the_reader_with_their_true_sizes(client: TestClient, hostile_index) -> None:  # type: ignore[no-untyped-def]
-    from nbrecall.web.render import SHRUNK, shrink_output
+    from nbrecall.web.cell_html import SHRUNK, shrink_output
 
     raw = {"output_type": "stream", "name": "stdout", "text": BIG_STREAM.splitlines(keepends=True)}
     shrunk, sizes = shrink_output(raw)

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -16,6 +16,18 @@ from typer.core import TyperCommand, TyperGroup
 
 from nbrecall.backends import describe
 from nbrecall.config import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:  # for the annotations only: the commands import their stages when they run (a fast start)
+    from nbrecall.answer.types import AnswerEvent
+    from nbrecall.convert.run import ConvertResult
+    from nbrecall.executor import Executor
+    from nbrecall.ingest.live import LiveIndexer
+    from nbrecall.protocols import Manifest
+    from nbrecall.records import SearchFilters
+    from nbrecall.search.evaluate import Query
+    from nbrecall.search.retrieve import SearchResult
+    from nbrecall.service import Archive
+    from nbrecall.web.local_server import LocalServer
 
 
 class _FlagsWithoutType:
@@ -118,7 +130,7 @@ ExecutorOpt = Annotated[
 ]
 
 
-def _executor(settings: Settings, kind: str | None, workers: int | None = None):  # type: ignore[no-untyped-def]
+def _executor(settings: Settings, kind: str | None, workers: int | None = None) -> Executor:
     """The executor `--executor` or [executor] names; a bad name, missing Ray or an unreachable cluster exits 2."""
     from rich.markup import escape
 
@@ -264,10 +276,11 @@ def convert(
 DEFAULT_CONVERT_DIR = "nbrecall-converted"
 
 
-def _convert_summary(results: list) -> None:  # type: ignore[type-arg]
+def _convert_summary(results: list[ConvertResult]) -> None:
     from rich.markup import escape
 
     ok = [r for r in results if r.ok]
+    measured = [(r.name, r.figures) for r in ok if r.figures is not None]  # every converted file is measured
     table = Table(title=f"converted {len(ok)} of {len(results)} notebooks")
     for column in (
         "notebook",
@@ -279,11 +292,10 @@ def _convert_summary(results: list) -> None:  # type: ignore[type-arg]
         "warnings",
     ):
         table.add_column(column, justify="left" if column == "notebook" else "right")
-    shown = sorted(ok, key=lambda r: -r.figures.bytes_before)[:20]
-    for r in shown:
-        f = r.figures
+    shown = sorted(measured, key=lambda named: -named[1].bytes_before)[:20]
+    for name, f in shown:
         table.add_row(
-            escape(r.name),
+            escape(name),
             f"{f.bytes_before:,}",
             f"{f.bytes_after:,}",
             f"{f.tokens_before:,}",
@@ -291,17 +303,18 @@ def _convert_summary(results: list) -> None:  # type: ignore[type-arg]
             str(f.figures),
             str(f.warnings),
         )
-    if ok:
-        tb = sum(r.figures.tokens_before for r in ok)
-        ta = sum(r.figures.tokens_after for r in ok)
+    if measured:
+        figures = [f for _name, f in measured]
+        tb = sum(f.tokens_before for f in figures)
+        ta = sum(f.tokens_after for f in figures)
         table.add_row(
             "[b]total[/b]",
-            f"{sum(r.figures.bytes_before for r in ok):,}",
-            f"{sum(r.figures.bytes_after for r in ok):,}",
+            f"{sum(f.bytes_before for f in figures):,}",
+            f"{sum(f.bytes_after for f in figures):,}",
             f"{tb:,}",
             f"{ta:,}",
-            str(sum(r.figures.figures for r in ok)),
-            str(sum(r.figures.warnings for r in ok)),
+            str(sum(f.figures for f in figures)),
+            str(sum(f.warnings for f in figures)),
         )
     err.print(table)
     for r in results:
@@ -312,7 +325,7 @@ def _convert_summary(results: list) -> None:  # type: ignore[type-arg]
 
 def _filters(
     year: str | None, project: str | None, author: str | None, tag: str | None, include_deprecated: bool
-):  # type: ignore[no-untyped-def]
+) -> SearchFilters:
     from nbrecall.records import SearchFilters
 
     try:
@@ -381,13 +394,14 @@ def index(
     with _progress() as progress:
         task = progress.add_task("indexing", total=None, rate="")
 
-        phase = {"stage": "indexing", "since": started}
+        phase, since = "indexing", started
 
         def report(stage: str, done: int, total: int) -> None:
-            if stage != phase["stage"]:  # phase 2: the same bar counts chunks given a vector
-                phase.update(stage=stage, since=time.perf_counter())
+            nonlocal phase, since
+            if stage != phase:  # phase 2: the same bar counts chunks given a vector
+                phase, since = stage, time.perf_counter()
                 progress.update(task, description=stage)
-            rate = done / max(time.perf_counter() - float(phase["since"]), 1e-9)
+            rate = done / max(time.perf_counter() - since, 1e-9)
             unit = "chunks/s" if stage == "embedding" else "figures/s" if stage.startswith("describ") else "notebooks/s"
             progress.update(task, completed=done, total=total, rate=f"{rate:.1f} {unit}")
 
@@ -435,7 +449,7 @@ def index(
         err.print(f"[yellow]quarantined[/yellow] {escape(str(rel))}: {escape(str(reason))}", highlight=False)
 
 
-def _open_archive(settings: Settings):  # type: ignore[no-untyped-def]
+def _open_archive(settings: Settings) -> Archive:
     from nbrecall.service import Archive, IndexMissing
 
     try:
@@ -501,7 +515,7 @@ def _refuse_empty(text: str) -> None:
         raise typer.Exit(2)
 
 
-def _local_server(settings: Settings):  # type: ignore[no-untyped-def]
+def _local_server(settings: Settings) -> LocalServer | None:
     from nbrecall.web.local_server import find_server
 
     return find_server(settings)
@@ -544,7 +558,7 @@ def _search_through_server(
 _RENDER_STYLE = {"fresh": "green", "changed": "yellow", "stale": "red"}
 
 
-def _print_hits(text: str, result, k: int, manifest=None) -> None:  # type: ignore[no-untyped-def]
+def _print_hits(text: str, result: SearchResult, k: int, manifest: Manifest | None = None) -> None:
     from nbrecall.ingest.renders import render_summary
 
     groups = []
@@ -619,7 +633,7 @@ def _print_groups(text: str, groups: list[dict[str, Any]], k: int) -> None:
         out.print("no results")
 
 
-def _version_line(version: dict) -> str:  # type: ignore[type-arg]
+def _version_line(version: dict[str, Any]) -> str:
     """One other version of a family as the CLI lists it: path · year · author · modified, and its flags."""
     parts = [str(version["notebook"])]
     parts += [str(version[key]) for key in ("year", "author") if version.get(key)]
@@ -704,7 +718,7 @@ def status(
     if figures is not None:
         for key in ("described", "waiting", "failed"):
             table.add_row(f"figures {key}", f"{figures[key]:,}")
-        table.add_row("figure description cache", f"{figures['cache_bytes'] / 1024:,.0f} KiB")
+        table.add_row("figure description cache", f"{int(figures['cache_bytes']) / 1024:,.0f} KiB")
     if family_counts is not None:
         table.add_row("notebook families (2+ versions)", f"{family_counts[0]:,}")
         table.add_row("  notebooks in them", f"{family_counts[1]:,}")
@@ -742,7 +756,7 @@ def status(
         out.print(q)
 
 
-def _figure_counts(settings: Settings, manifest) -> dict | None:  # type: ignore[no-untyped-def,type-arg]
+def _figure_counts(settings: Settings, manifest: Manifest) -> dict[str, int | str] | None:
     """Raster figures of the indexed notebooks by description state (None when figures were never described)."""
     from nbrecall.vision.store import FILE_NAME, FigureStore
 
@@ -797,7 +811,7 @@ def eval_command(
         _eval_answers(archive, settings, items, root, show_misses)
         return
 
-    def run(text: str) -> list[dict]:  # type: ignore[type-arg]
+    def run(text: str) -> list[dict[str, Any]]:
         return [h.contract() for h in archive.search(text, all_versions=all_versions).hits(30)]
 
     tables = {"nbrecall": evaluate(items, run)}
@@ -837,14 +851,15 @@ def eval_command(
                 )
 
 
-def _eval_answers(archive, settings: Settings, items: list, root: Path, show_misses: bool) -> None:  # type: ignore[no-untyped-def, type-arg]
+def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root: Path, show_misses: bool) -> None:
     from nbrecall.answer.answer import llm_context
     from nbrecall.answer.compose import extractive_answer
     from nbrecall.answer.evaluate import evaluate_answers
     from nbrecall.answer.question import read_question
+    from nbrecall.answer.types import Answer
     from nbrecall.answer.values import rank_values
 
-    def ask(text: str):  # type: ignore[no-untyped-def]
+    def ask(text: str) -> tuple[Answer, str | None]:
         result = archive.search(text)
         ranked = rank_values(read_question(text), result, archive) if result.notebooks else []
         context = llm_context(text, result, archive, settings, ranked=ranked).text
@@ -993,11 +1008,11 @@ def serve(
                   soft_wrap=True)
         live.start()
     web.state.web.heavy.start()  # the render processes, ready before the first viewer page
-    tls: dict[str, str] = {}
-    if ssl_certfile and ssl_keyfile:
-        tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile)}
-    config = uvicorn.Config(
-        web, host=host, port=port, log_level="info", log_config=uvicorn_log_config(), **tls, **UVICORN_OPTIONS
+    tls = bool(ssl_certfile and ssl_keyfile)
+    server_config = uvicorn.Config(
+        web, host=host, port=port, log_level="info", log_config=uvicorn_log_config(),
+        ssl_certfile=str(ssl_certfile) if tls else None, ssl_keyfile=str(ssl_keyfile) if tls else None,
+        **UVICORN_OPTIONS,
     )
 
     class Server(uvicorn.Server):
@@ -1006,23 +1021,23 @@ def serve(
             super().handle_exit(sig, frame)
 
     try:
-        record = ServerRecord.announce(settings, host, port, token=bool(token), tls=bool(tls))
+        record = ServerRecord.announce(settings, host, port, token=bool(token), tls=tls)
         web.server_instance = record.instance  # type: ignore[attr-defined]
     except OSError as exc:  # a read-only index folder: serve anyway; the CLI opens the index itself
         record = None
         err.print(f"[yellow]note:[/yellow] {_escape_markup(str(exc))}: `search` and `ask` will not use this server",
                   soft_wrap=True)
     try:
-        Server(config).run()
+        Server(server_config).run()
     finally:
         if record is not None:
             record.withdraw(settings)
         web.state.web.close()
 
 
-def _live_indexer(  # type: ignore[no-untyped-def]
+def _live_indexer(
     settings: Settings, roots: list[Path], watch: bool, every: float | None, executor: str | None
-):
+) -> tuple[LiveIndexer, Archive]:
     """The background indexing of `serve ROOT`, on an index created now if there is none: the server's archive
     and the indexer share the embedder and the store (one model, one set of caches in memory)."""
     from nbrecall.index.embedder_from_settings import make_embedder
@@ -1113,7 +1128,9 @@ def ask(
     sys.stdout.flush()
 
 
-def _answer_through_server(settings: Settings, question: str, options: dict[str, Any]):  # type: ignore[no-untyped-def]
+def _answer_through_server(
+    settings: Settings, question: str, options: dict[str, Any]
+) -> Iterator[AnswerEvent] | None:
     """The answer's events from a running `nbrecall serve` of this index and settings, as `AnswerEvent`s; None
     when there is none (or it does not answer): the caller answers here."""
     from nbrecall.web.local_server import ServerUnusable
@@ -1127,7 +1144,7 @@ def _answer_through_server(settings: Settings, question: str, options: dict[str,
         return None
     from nbrecall.answer.types import Answer, AnswerEvent, Citation
 
-    def events():  # type: ignore[no-untyped-def]
+    def events() -> Iterator[AnswerEvent]:
         for data in stream:
             answer = data.get("answer")
             citation = data.get("citation")

@@ -15,7 +15,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import ConfigDict, Strict, TypeAdapter, ValidationError
 
@@ -59,15 +59,18 @@ class ChunkSettings:
 
 
 @dataclass
-class EmbedConfig:
-    """Which embedding model: the bundled default, a local folder, or an OpenAI-compatible endpoint."""
+class EmbedSettings:
+    """Which embedding model (`[embed]`): the bundled default, a local folder, or an OpenAI-compatible endpoint.
+    The one embedding-settings class: `index.embed.load_embedder` builds the embedder from it."""
 
-    kind: str = "default"
+    kind: str = "default"  # "default" | "onnx-folder" | "openai"
+    # local model folder: model.onnx or model.safetensors, plus tokenizer.json and config.json
     path: str | None = None
+    # OpenAI-compatible base url, e.g. http://127.0.0.1:11434/v1 ; we POST {url}/embeddings
     url: str | None = None
     model: str | None = None
     batch_size: int = 32
-    threads: int = 0
+    threads: int = 0  # 0 = all usable cores, for onnxruntime intra-op
     enabled: bool = True
     cache_dir: str | None = None  # where the built ONNX model is cached; default <index>/models
     api_key: str | None = None  # the endpoint's key (`kind = "openai"`), or $NBRECALL_EMBED_API_KEY
@@ -230,7 +233,7 @@ class Settings:
     discover: DiscoverSettings = field(default_factory=DiscoverSettings)
     metadata: MetadataSettings = field(default_factory=MetadataSettings)
     chunk: ChunkSettings = field(default_factory=ChunkSettings)
-    embed: EmbedConfig = field(default_factory=EmbedConfig)
+    embed: EmbedSettings = field(default_factory=EmbedSettings)
     retrieve: RetrieveSettings = field(default_factory=RetrieveSettings)
     families: FamilySettings = field(default_factory=FamilySettings)
     answer: AnswerSettings = field(default_factory=AnswerSettings)
@@ -244,7 +247,7 @@ class Settings:
 
 # every section of `Settings` (read from its fields, so a new section cannot be left lenient) and Settings itself
 _SECTIONS: tuple[type, ...] = tuple(
-    f.default_factory for f in fields(Settings)
+    cast(type, f.default_factory) for f in fields(Settings)
     if isinstance(f.default_factory, type) and is_dataclass(f.default_factory)
 ) + (Settings,)
 for _section in _SECTIONS:

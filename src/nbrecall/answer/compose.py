@@ -83,7 +83,8 @@ def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES) -> list[
 def _in_first_hit(result: SearchResult, cand: RankedFact) -> bool:
     """Whether the fact's cell is one of the cells of retrieval's first chunk."""
     first = result.notebooks[0] if result.notebooks else None
-    return bool(first and first.hits) and cand.nb_sha == first.nb_sha and cand.fact.cell in set(first.hits[0].cells)
+    return first is not None and bool(first.hits) and cand.nb_sha == first.nb_sha and cand.fact.cell in set(
+        first.hits[0].cells)
 
 
 def _shares_anything(cand: RankedFact) -> bool:

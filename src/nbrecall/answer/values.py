@@ -138,8 +138,8 @@ def gather(
     found = archive.store.search(question.text, vector, extra, base) if extra else []
     keyword = {h.row["chunk_id"]: h.keyword_score for h in found}
     if notebooks:  # the keyword side for every fact of the first notebooks (one list, relative to its best)
-        within = replace(base, notebooks=[nb.nb_sha for nb in notebooks])
-        for h in archive.store.search(question.text, None, 500, within):
+        facts_within = replace(base, notebooks=[nb.nb_sha for nb in notebooks])
+        for h in archive.store.search(question.text, None, 500, facts_within):
             keyword[h.row["chunk_id"]] = max(keyword.get(h.row["chunk_id"], 0.0), h.keyword_score)
     similarity = {h.row["chunk_id"]: h.similarity for h in found if h.vector_rank is not None}
     shas = [nb.nb_sha for nb in notebooks]

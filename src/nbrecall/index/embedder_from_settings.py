@@ -6,20 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from nbrecall.config import Settings
-from nbrecall.index.embed import Embedder, EmbedSettings, load_embedder
+from nbrecall.index.embed import Embedder, load_embedder
 
 
 def make_embedder(settings: Settings) -> Embedder:
+    """The `[embed]` embedder, its built model cached in `cache_dir` (default: the index's `models` folder)."""
     cfg = settings.embed
-    return load_embedder(
-        EmbedSettings(
-            kind=cfg.kind,
-            path=cfg.path,
-            url=cfg.url,
-            model=cfg.model,
-            api_key=cfg.api_key,
-            batch_size=cfg.batch_size,
-            threads=cfg.threads,
-        ),
-        Path(cfg.cache_dir) if cfg.cache_dir else settings.index_dir / "models",
-    )
+    return load_embedder(cfg, Path(cfg.cache_dir) if cfg.cache_dir else settings.index_dir / "models")

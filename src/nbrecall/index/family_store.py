@@ -227,7 +227,7 @@ class SqliteFamilies:
 
 
 class PgFamilies:
-    """The family tables in PostgreSQL (created by manifest migration 3, `index.pg_db.MANIFEST_MIGRATIONS`)."""
+    """The family tables in PostgreSQL (created by manifest migration 3, `index.pg_schema.MANIFEST_MIGRATIONS`)."""
 
     def __init__(self, manifest: Any) -> None:
         self.manifest = manifest

@@ -23,7 +23,8 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from nbrecall.index.manifest import fact_from_json, fact_json, render_summary
-from nbrecall.index.pg_db import MANIFEST_MIGRATIONS, PgDatabase, clean_json, clean_text
+from nbrecall.index.pg_db import PgDatabase, clean_json, clean_text
+from nbrecall.index.pg_schema import MANIFEST_MIGRATIONS
 from nbrecall.notebook.facts import Fact
 from nbrecall.records import CellRecord, ContentRecord, FileRecord, PendingVector
 

@@ -7,7 +7,7 @@ materialised CTE that restores strict distance order, and `ef_search` 400: on th
 neighbourhoods of near-duplicate chunks (recall@50 0.87-0.91, some queries 0), 400 gives 0.98-0.99.
 
 Keyword side: BM25 computed in SQL over PostgreSQL full text (GIN index; tokenized exactly like LanceDB's index,
-see `pg_db.store_migrations`), so the fused scores mean what LanceDB's BM25 scores mean. `ts_rank`/`ts_rank_cd`
+see `pg_schema.store_migrations`), so the fused scores mean what LanceDB's BM25 scores mean. `ts_rank`/`ts_rank_cd`
 have no inverse document frequency: a long question would be ranked by its most common words. The query is an OR
 of its lexemes (an AND of a long question finds nothing), each weighted by how often the query says it, as
 LanceDB scores every query token ("a random male beats a random female" counts `random` twice); candidates come
@@ -35,7 +35,8 @@ import numpy as np
 
 from nbrecall.index.faults import StoreUnavailable, pg_fault, redact
 from nbrecall.index.fusion import fuse
-from nbrecall.index.pg_db import PgDatabase, clean_text, store_migrations
+from nbrecall.index.pg_db import PgDatabase, clean_text
+from nbrecall.index.pg_schema import store_migrations
 from nbrecall.index.terms import keyword_query, keyword_text
 from nbrecall.records import CHUNK_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
 

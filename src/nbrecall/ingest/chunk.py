@@ -507,7 +507,7 @@ def path_literals(source: str, tree: ast.Module | None = None) -> list[str]:
             and id(node) not in written
             and _looks_like_path(node.value, id(node) in joined)
         ]
-        return [node.value for node in sorted(found, key=lambda n: (n.lineno, n.col_offset))]  # source order
+        return [str(node.value) for node in sorted(found, key=lambda n: (n.lineno, n.col_offset))]  # source order
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return []
 

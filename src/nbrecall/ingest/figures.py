@@ -127,7 +127,7 @@ def figure_images(nb: Notebook, wanted: Iterable[str] | None = None) -> dict[str
     wanted_set = set(wanted) if wanted is not None else None
     found: dict[str, FigureImage] = {}
 
-    def add(figure) -> None:  # type: ignore[no-untyped-def]
+    def add(figure) -> None:
         if figure is None or figure.broken or not describable(figure.mime, figure.data):
             return
         sha = image_sha(figure.data)
@@ -206,7 +206,7 @@ class CachedDescriptions:
     def __init__(self, work: FigureWork) -> None:
         self.work = work
 
-    def __call__(self, figure) -> str | None:  # type: ignore[no-untyped-def]
+    def __call__(self, figure) -> str | None:
         if figure.broken or not describable(figure.mime, figure.data):
             return None
         sha = image_sha(figure.data)

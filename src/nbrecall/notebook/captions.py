@@ -86,7 +86,7 @@ def _code_caption(code: str, tree: ast.Module | None = None) -> str | None:
             value = _string_value(kw.value) if kw.arg in ("title", "xlabel", "ylabel") else None
             if value and kw.arg == "title":
                 titles.append((*pos, value))
-            elif value and name == "set":
+            elif value and name == "set" and kw.arg:
                 labels.append((*pos, kw.arg[0], value))
     ordered_titles = _unique(t for *_, t in sorted(titles))
     ordered_labels = _unique(f"{axis}: {t}" for *_, axis, t in sorted(labels))

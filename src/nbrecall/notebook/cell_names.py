@@ -7,6 +7,7 @@ import builtins
 import re
 import textwrap
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from nbrecall.notebook.ipython_syntax import mask_magics
@@ -222,7 +223,7 @@ class _Scope(ast.NodeVisitor):
             if arg.annotation is not None:
                 self.visit(arg.annotation)
 
-    def _function_scope(self, args: ast.arguments, body: list[ast.AST]) -> None:
+    def _function_scope(self, args: ast.arguments, body: Sequence[ast.AST]) -> None:
         inner = _Scope("function")
         for arg in _all_args(args):
             inner.stores.add(arg.arg)
@@ -282,7 +283,7 @@ class _Scope(ast.NodeVisitor):
             self.bind_walrus(name)
         self.add_global_writes(unique_names(inner.global_writes))
 
-    def visit_ListComp(self, node: ast.ListComp) -> None:
+    def visit_ListComp(self, node: ast.ListComp | ast.SetComp) -> None:
         self._comprehension(node.generators, [node.elt])
 
     visit_SetComp = visit_ListComp

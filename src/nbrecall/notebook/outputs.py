@@ -472,9 +472,9 @@ def _render_display(output: Output, caption: str | None, limits: OutputLimits,
         if text:
             kept, cut = _bounded(text, limits)
             return RenderedOutput("html", kept, original, cut, mime="text/html")
-        figure = _html_image(html, caption)
-        if figure is not None:
-            return RenderedOutput("figure", figure_text(figure), original, figure=figure, mime="text/html")
+        in_html = _html_image(html, caption)
+        if in_html is not None:
+            return RenderedOutput("figure", figure_text(in_html), original, figure=in_html, mime="text/html")
         if plain is None or not plain.strip():
             label = media[0] if media else "empty"
             return RenderedOutput("marker", f"[html output: {label}]", original, mime="text/html")

@@ -314,13 +314,12 @@ def _build(
     for index, raw in enumerate(raw_cells):
         source = join_text(raw.get("source"))
         # The file's own id, never the one nbformat's repair drew at random (a new one on every read)
-        cell_id = own_ids[index] if own_ids is not None else None
-        synthetic = cell_id is None or cell_id in seen
+        own_id = own_ids[index] if own_ids is not None else None
+        synthetic = own_id is None or own_id in seen
         if own_ids is not None and synthetic:
-            missing += cell_id is None
-            duplicate += cell_id is not None
-        if synthetic:
-            cell_id = synthetic_cell_id(index, source)
+            missing += own_id is None
+            duplicate += own_id is not None
+        cell_id = synthetic_cell_id(index, source) if synthetic or own_id is None else own_id
         seen.add(cell_id)
         cell_meta = raw.get("metadata") or {}
         tags = cell_meta.get("tags") or []

@@ -17,6 +17,11 @@ case-insensitively against the data folder when the exact name does not exist (W
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 
 def _norm(text: str) -> str:
@@ -76,7 +81,7 @@ def install(rules: list[tuple[str, str]]) -> None:
     if not rules:
         return
 
-    def mapped(path):  # type: ignore[no-untyped-def]
+    def mapped(path: Any) -> Any:
         if isinstance(path, int):
             return path
         try:
@@ -89,9 +94,9 @@ def install(rules: list[tuple[str, str]]) -> None:
             return path
         return os.fsencode(target) if isinstance(raw, bytes) else target
 
-    def first_arg(fn):  # type: ignore[no-untyped-def]
+    def first_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             if args:
                 args = (mapped(args[0]), *args[1:])
             for key in ("file", "path", "pathname"):
@@ -99,7 +104,7 @@ def install(rules: list[tuple[str, str]]) -> None:
                     kwargs[key] = mapped(kwargs[key])
             return fn(*args, **kwargs)
 
-        wrapper.__nbrecall_original__ = fn  # type: ignore[attr-defined]
+        wrapper.__nbrecall_original__ = fn  # type: ignore[attr-defined]  # a marker attribute on the function
         return wrapper
 
     opener = first_arg(builtins.open)

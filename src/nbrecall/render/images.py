@@ -66,7 +66,7 @@ def decode(mime: str, value: str) -> Any | None:
             data = resvg_py.svg_to_bytes(svg_string=value, background="#ffffff", dpi=48.0)
         else:
             data = base64.b64decode("".join(value.split()), validate=False)
-        img = Image.open(io.BytesIO(bytes(data)))
+        img: Image.Image = Image.open(io.BytesIO(bytes(data)))
         if img.width * img.height > MAX_PIXELS or img.width < 2 or img.height < 2:
             return None
         img = img.convert("RGBA")

@@ -54,6 +54,7 @@ from typing import Any
 import nbformat
 from nbformat import v4
 
+from nbrecall.render.outcome import Execution, cell_errors, classify
 from nbrecall.render.paths import DATA_MOUNT, PROJECT_MOUNT, posix_binds, windows_rules
 from nbrecall.render.pyodide_wheels import (
     OFFLINE,
@@ -66,12 +67,9 @@ from nbrecall.render.pyodide_wheels import (
 from nbrecall.render.sandbox import (
     MAX_OUTPUT_CHARS,
     SOURCE_DATE_EPOCH,
-    Execution,
     PreparedRun,
     SandboxSpec,
     SandboxUnavailable,
-    cell_errors,
-    classify,
     log_tail,
     sandbox_problem,
 )

@@ -34,6 +34,12 @@ import sys
 import time
 import traceback
 import types
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+
+    def _nbr_emit(event: str) -> None:
+        """Injected by the runner (a JS function): one event, as JSON, to the host."""
 
 SKIPPED_MAGICS = ("matplotlib", "load_ext", "reload_ext", "autoreload", "aimport", "config")
 _REPRS = (
@@ -221,7 +227,6 @@ def _install_ipython_shim() -> None:
         return
     ipython = types.ModuleType("IPython")
     ipython.__path__ = []  # a package
-    ipython.get_ipython = get_ipython
     disp = types.ModuleType("IPython.display")
 
     class _Data:
@@ -236,21 +241,23 @@ def _install_ipython_shim() -> None:
     def make(name: str, mime: str) -> type:
         return type(name, (_Data,), {"mime": mime})
 
-    disp.display = display
-    disp.clear_output = clear_output
-    disp.HTML = make("HTML", "text/html")
-    disp.Markdown = make("Markdown", "text/markdown")
-    disp.Latex = make("Latex", "text/latex")
-    disp.Math = make("Math", "text/latex")
-    disp.JSON = make("JSON", "application/json")
-    disp.SVG = make("SVG", "image/svg+xml")
+    vars(disp).update(
+        display=display,
+        clear_output=clear_output,
+        HTML=make("HTML", "text/html"),
+        Markdown=make("Markdown", "text/markdown"),
+        Latex=make("Latex", "text/latex"),
+        Math=make("Math", "text/latex"),
+        JSON=make("JSON", "application/json"),
+        SVG=make("SVG", "image/svg+xml"),
+    )
 
     class Pretty(_Data):
         def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict:
             return {"text/plain": str(self.data)}
 
-    disp.Pretty = Pretty
-    ipython.display = disp
+    vars(disp).update(Pretty=Pretty)
+    vars(ipython).update(get_ipython=get_ipython, display=disp)  # module attributes the shim defines
     sys.modules["IPython"] = ipython
     sys.modules["IPython.display"] = disp
 
@@ -326,4 +333,5 @@ async def run_cell(index: int, source: str, count: int) -> None:
         _flush_streams()
         for stream in (sys.__stdout__, sys.__stderr__):
             with contextlib.suppress(Exception):
-                stream.flush()
+                if stream is not None:
+                    stream.flush()

@@ -33,7 +33,6 @@ from nbrecall.notebook.read import NotebookUnreadable, read_notebook, read_noteb
 from nbrecall.render.compare import (
     CHANGE_CLASSES,
     RESULT_CLASSES,
-    CompareOptions,
     RenderResult,
     compare_notebook,
     stale_result,
@@ -44,6 +43,7 @@ from nbrecall.render.environments import (
     parse_environments,
     pick_environment,
 )
+from nbrecall.render.outcome import Execution, describe
 from nbrecall.render.paths import PathRule, parse_rules, scan_notebook
 from nbrecall.render.pyodide import (
     describe_pyodide,
@@ -56,12 +56,12 @@ from nbrecall.render.sandbox import (
     Limits,
     SandboxSpec,
     SandboxUnavailable,
-    describe,
     execute_notebook,
     interpreter_facts,
     interpreter_problem,
     sandbox_problem,
 )
+from nbrecall.render.text_compare import CompareOptions
 
 
 @dataclass
@@ -188,6 +188,7 @@ def render_notebook(path: Path, root: Path | None, options: RenderOptions) -> tu
         data_dir=options.data_dir, rules=options.rules, hide=options.hide, python=python,
         limits=options.limits, copy_limit_mb=options.copy_limit_mb, kernel_config=kernel_config,
     )
+    execution: Execution
     try:
         if options.backend == "pyodide":
             execution = execute_notebook_pyodide(to_executable(original), spec, options.pyodide_wheels)
@@ -250,7 +251,7 @@ def recompare(out_dir: Path, sha256: str, options: RenderOptions | None = None) 
     """Judge a stored render again with today's comparison rules, without running anything: the original file
     (it must still have the content `sha256`) against the stored executed copy and execution facts. None when
     the file changed or the notebook never ran."""
-    from nbrecall.render.sandbox import CellError, Execution, classify
+    from nbrecall.render.outcome import CellError, classify
 
     stored = load_render(out_dir, sha256)
     if stored is None:

@@ -148,7 +148,8 @@ def split_spans(text: str, length: Callable[[list[str]], list[int]], budget: int
                 start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     """RecursiveCharacterTextSplitter (keep_separator=True, strip_whitespace=True), as (start, end) spans."""
     end = len(text) if end is None else end
-    sep, rest = separators[-1], ()
+    sep = separators[-1]
+    rest: tuple[str, ...] = ()
     for i, candidate in enumerate(separators):
         if candidate == "":
             sep = candidate

@@ -75,7 +75,7 @@ def describable(mime: str, data: bytes) -> bool:
     return mime in RASTER_MIMES and 0 < len(data) <= MAX_IMAGE_BYTES
 
 
-def open_image(data: bytes):  # type: ignore[no-untyped-def]
+def open_image(data: bytes):
     """The image as RGB on white (a transparent PNG's text is dark on nothing), first frame only; None when
     it is too small to hold text. Raises for bytes Pillow cannot read."""
     from PIL import Image

@@ -104,7 +104,7 @@ def clean_words(words: list[OcrWord]) -> str:
     return result[:MAX_CHARS].strip()
 
 
-def text_layer(img):  # type: ignore[no-untyped-def]
+def text_layer(img):
     """The image in grey with coloured pixels made white: plot text is black or grey, while data lines, legend
     handles and colour maps are coloured, and Tesseract reads a label beside a coloured stroke as one garbled word
     ("— span 4 m" → "spansm"). Black strokes stay (they are rarer, and thin)."""
@@ -155,7 +155,7 @@ class OcrDescriber:
             )
         self._version = version.split()[0] if version else ""  # not in `id`: an upgrade keeps the cache
 
-    def _words(self, img, pass_no: int) -> list[OcrWord]:  # type: ignore[no-untyped-def]
+    def _words(self, img, pass_no: int) -> list[OcrWord]:
         import pytesseract
 
         data = pytesseract.image_to_data(

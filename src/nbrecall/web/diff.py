@@ -16,6 +16,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from nbrecall.records import CellRecord
+
 MAX_LINES = 4000  # diff lines shown on one page; the rest is counted
 
 
@@ -24,13 +26,27 @@ class CellPair:
     """One row of the diff: a cell of each side (None where it was added or removed)."""
 
     status: str  # "same", "changed", "added", "removed"
-    a: Any | None = None  # CellRecord-like: idx, cell_type, source, outputs
-    b: Any | None = None
+    a: CellRecord | None = None
+    b: CellRecord | None = None
     source: list[tuple[str, str]] = field(default_factory=list)  # (" ", "-", "+", line)
     outputs: list[tuple[str, str]] = field(default_factory=list)
 
+    @property
+    def old(self) -> CellRecord:
+        """The left cell, of a row that has one (every status but "added")."""
+        if self.a is None:
+            raise ValueError(f"a diff row '{self.status}' without a left cell")
+        return self.a
 
-def _as_notebook(cells: list[Any], side: str, keep: bool) -> Any:
+    @property
+    def new(self) -> CellRecord:
+        """The right cell, of a row that has one (every status but "removed")."""
+        if self.b is None:
+            raise ValueError(f"a diff row '{self.status}' without a right cell")
+        return self.b
+
+
+def _as_notebook(cells: list[CellRecord], side: str, keep: bool) -> Any:
     """A notebook of the indexed cells, with their ids (`keep`) or ids of this side's own."""
     from nbformat import v4
 
@@ -61,7 +77,7 @@ def _lines(a: str, b: str) -> list[tuple[str, str]]:
     return out
 
 
-def pair_cells(a: list[Any], b: list[Any]) -> list[CellPair]:
+def pair_cells(a: list[CellRecord], b: list[CellRecord]) -> list[CellPair]:
     """The cells of `a` and `b` in order, paired as nbdime's notebook diff pairs them."""
     from nbdime import diff_notebooks
 
@@ -71,8 +87,8 @@ def pair_cells(a: list[Any], b: list[Any]) -> list[CellPair]:
     unique = all(ids_a + ids_b) and len(set(ids_a)) == len(ids_a) and len(set(ids_b)) == len(ids_b)
     keep = unique and len(set(ids_a) & set(ids_b)) * 2 >= min(len(ids_a), len(ids_b))
     diff = diff_notebooks(_as_notebook(a, "a", keep), _as_notebook(b, "b", keep))
-    ops = next((d["diff"] for d in diff if d["op"] == "patch" and d["key"] == "cells"), [])
-    added: dict[int, list[Any]] = {}
+    ops: list[dict[str, Any]] = next((d["diff"] for d in diff if d["op"] == "patch" and d["key"] == "cells"), [])
+    added: dict[int, list[Any]] = {}  # nbdime's added cells: only counted, the rows take them from `b`
     removed: set[int] = set()
     patched: dict[int, list[dict[str, Any]]] = {}
     for op in ops:
@@ -104,7 +120,7 @@ def pair_cells(a: list[Any], b: list[Any]) -> list[CellPair]:
     return _replacements(rows)
 
 
-def _changed(left: Any, right: Any) -> CellPair:
+def _changed(left: CellRecord, right: CellRecord) -> CellPair:
     return CellPair("changed", a=left, b=right, source=_lines(left.source, right.source),
                     outputs=_lines(left.outputs, right.outputs) if left.outputs != right.outputs else [])
 
@@ -116,7 +132,7 @@ def _replacements(rows: list[CellPair]) -> list[CellPair]:
     for row in rows:
         last = out[-1] if out else None
         if last is not None and {last.status, row.status} == {"added", "removed"}:
-            old, new = (last.a, row.b) if last.status == "removed" else (row.a, last.b)
+            old, new = (last.old, row.new) if last.status == "removed" else (row.old, last.new)
             if old.cell_type == new.cell_type:
                 out[-1] = _changed(old, new)
                 continue
@@ -124,7 +140,7 @@ def _replacements(rows: list[CellPair]) -> list[CellPair]:
     return out
 
 
-def render_diff(a: list[Any], b: list[Any]) -> dict[str, Any]:
+def render_diff(a: list[CellRecord], b: list[CellRecord]) -> dict[str, Any]:
     """The diff as escaped HTML and its counts (`same`, `changed`, `added`, `removed` cells)."""
     rows = pair_cells(a, b)
     counts = {status: sum(1 for r in rows if r.status == status) for status in ("changed", "added", "removed", "same")}
@@ -136,7 +152,7 @@ def render_diff(a: list[Any], b: list[Any]) -> dict[str, Any]:
     def flush() -> None:
         if same_run:
             first, last = same_run[0], same_run[-1]
-            where = f"[{first.a.idx}]" if len(same_run) == 1 else f"[{first.a.idx}]–[{last.a.idx}]"
+            where = f"[{first.old.idx}]" if len(same_run) == 1 else f"[{first.old.idx}]–[{last.old.idx}]"
             parts.append(f'<p class="diff-same">{len(same_run)} unchanged cell{"s" if len(same_run) > 1 else ""} '
                          f'{escape(where)}</p>')
             same_run.clear()
@@ -148,14 +164,14 @@ def render_diff(a: list[Any], b: list[Any]) -> dict[str, Any]:
         flush()
         left = f"[{row.a.idx}]" if row.a is not None else "—"
         right = f"[{row.b.idx}]" if row.b is not None else "—"
-        kind = (row.b or row.a).cell_type
+        kind = (row.new if row.b is not None else row.old).cell_type
         parts.append(f'<section class="diff-cell diff-{row.status}"><div class="diff-head">'
                      f'<span class="badge diff-{row.status}">{row.status}</span> cell {escape(left)} → '
                      f'{escape(right)} <span class="meta">{escape(kind)}</span></div>')
         if row.status == "changed":
             blocks = [("source", row.source), ("outputs", row.outputs)]
         else:
-            cell = row.b if row.status == "added" else row.a
+            cell = row.new if row.status == "added" else row.old
             mark = "+" if row.status == "added" else "-"
             blocks = [("source", [(mark, line) for line in cell.source.splitlines()]),
                       ("outputs", [(mark, line) for line in cell.outputs.splitlines()])]

@@ -24,7 +24,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -109,10 +109,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def find_server(settings: Settings, env: dict[str, str] | None = None) -> LocalServer | None:
+def find_server(settings: Settings, env: Mapping[str, str] | None = None) -> LocalServer | None:
     """The running server on this index that can answer for these settings, or None (see the module doc)."""
-    env = os.environ if env is None else env
-    if (env.get("NBRECALL_SERVER") or "").strip().lower() in ("off", "0", "no", "false"):
+    environ = os.environ if env is None else env
+    if (environ.get("NBRECALL_SERVER") or "").strip().lower() in ("off", "0", "no", "false"):
         return None
     try:
         data = json.loads(server_file(settings).read_text())
@@ -121,7 +121,7 @@ def find_server(settings: Settings, env: dict[str, str] | None = None) -> LocalS
         return None
     if record.tls or record.settings != settings_digest(settings) or not _alive(record.pid):
         return None
-    token = (env.get("NBRECALL_TOKEN") or "").strip() or None
+    token = (environ.get("NBRECALL_TOKEN") or "").strip() or None
     if record.token and token is None:
         return None
     return LocalServer(record, token)
@@ -142,7 +142,7 @@ class LocalServer:
             headers["Authorization"] = f"Bearer {self.token}"
         try:
             conn.connect()
-            conn.sock.settimeout(timeout)  # type: ignore[union-attr]
+            conn.sock.settimeout(timeout)
             conn.request(method, f"{path}?{query}", headers=headers)
             response = conn.getresponse()
         except OSError as exc:  # refused, reset, timed out: gone or hung

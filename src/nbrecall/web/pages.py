@@ -12,14 +12,15 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from nbrecall.ingest.renders import render_label
-from nbrecall.records import SearchFilters
+from nbrecall.records import ContentRecord, SearchFilters
 from nbrecall.search.families import family_members
 from nbrecall.web.api import search_payload
+from nbrecall.web.cell_html import pygments_css
 from nbrecall.web.diff import safe as safe_diff
 from nbrecall.web.heavy import RenderBusy, RenderFailed
 from nbrecall.web.live import progress_payload
 from nbrecall.web.models import MAX_FILTER, MAX_QUERY, PlainInt
-from nbrecall.web.render import highlight_terms, notebook_view, pygments_css
+from nbrecall.web.render import highlight_terms, notebook_view
 from nbrecall.web.state import NotFound, WebState, get_state
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -135,6 +136,7 @@ def viewer(
         paths = state.paths(nb_id)
         _family, members = family_members(state.archive.manifest, nb_id)
     meta = dict(content.meta or {})
+    figure_cache = state.figure_cache()
     task = {
         "path": str(path) if path is not None else None,
         "sha": content.sha256,
@@ -143,9 +145,9 @@ def viewer(
         "language": str(meta.get("language") or "python"),
         "meta": meta,
         "renders": state.renders_folder(content),
-        "figures": state.figure_cache(),
+        "figures": figure_cache,
     }
-    figures_at = task["figures"]["mtime"] if task["figures"] else None  # a new description shows at once
+    figures_at = figure_cache["mtime"] if figure_cache else None  # a new description shows at once
     key = ("page", content.sha256, number, per_page, state.version(path, content.sha256), figures_at)
     result, degraded = None, None
     try:
@@ -201,7 +203,7 @@ def diff(request: Request, state: State, nb_id: str, other_id: str) -> HTMLRespo
     )
 
 
-def _indexed(request: Request, state: State, nb_id: str):  # type: ignore[no-untyped-def]
+def _indexed(request: Request, state: State, nb_id: str) -> tuple[ContentRecord, Path | None] | HTMLResponse:
     """The indexed content and where its file is, or the 404 page."""
     try:
         content = state.content(nb_id)
@@ -217,7 +219,7 @@ _CHANGED = "The file of this notebook is missing or has changed since it was ind
 def report(request: Request, state: State, nb_id: str) -> HTMLResponse:
     """The fidelity report, built once per notebook hash by a render worker within `report_timeout`."""
     found = _indexed(request, state, nb_id)
-    if isinstance(found, Response):
+    if isinstance(found, HTMLResponse):
         return found
     content, path = found
     task = {"path": str(path) if path is not None else None, "sha": content.sha256, "rel": content.rel}
@@ -246,7 +248,7 @@ def report(request: Request, state: State, nb_id: str) -> HTMLResponse:
 def deps_svg(request: Request, state: State, nb_id: str) -> Response:
     """The dependency map, built once per notebook hash by a render worker within `report_timeout`."""
     found = _indexed(request, state, nb_id)
-    if isinstance(found, Response):
+    if isinstance(found, HTMLResponse):
         return found
     content, path = found
     task = {"path": str(path) if path is not None else None, "sha": content.sha256, "rel": content.rel}

@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -32,7 +33,7 @@ from nbrecall.notebook.files import read_regular
 from nbrecall.notebook.model import Cell, Notebook
 from nbrecall.notebook.read import NotebookUnreadable, join_text, read_notebook_bytes
 from nbrecall.records import CellRecord
-from nbrecall.web.render import SHRUNK, shrink_output
+from nbrecall.web.cell_html import SHRUNK, shrink_output
 
 IDLE_EXIT = 600.0  # seconds without a task before the worker ends itself (the server starts another on demand)
 CACHE_RAW = 32 * 1024 * 1024  # a notebook up to this size stays loaded between pages
@@ -300,7 +301,7 @@ def task_page(
     )
 
 
-def _describe_from(figures: dict[str, str]):  # type: ignore[no-untyped-def]
+def _describe_from(figures: dict[str, str]):
     """Image hash → description line, read from the figure cache (read-only) for one page."""
     from contextlib import closing
 
@@ -403,7 +404,7 @@ def task_report(docs: _Documents, *, path: str | None, sha: str, rel: str) -> st
     """The fidelity report as sanitized HTML; None when the file changed since it was indexed."""
     from nbrecall.convert.markdown import convert_notebook
     from nbrecall.convert.report import measure, render_report
-    from nbrecall.web.render import render_markdown
+    from nbrecall.web.cell_html import render_markdown
 
     parsed = docs.parsed(path, sha, rel)
     if parsed is None:
@@ -426,7 +427,7 @@ def task_deps(docs: _Documents, *, path: str | None, sha: str, rel: str) -> str 
     return render_dependency_svg(nb, analyse(nb), title=rel)
 
 
-def task_diff(_docs: _Documents, *, a: list[Any], b: list[Any]) -> dict[str, Any]:
+def task_diff(_docs: _Documents, *, a: list[CellRecord], b: list[CellRecord]) -> dict[str, Any]:
     """What differs between two versions, cell by cell (`web.diff`), from their indexed cell records."""
     from nbrecall.web.diff import render_diff
 
@@ -450,7 +451,7 @@ def task_spin(_docs: _Documents, *, seconds: float = 3600.0, allocate_mb: int = 
         sum(range(10_000))
 
 
-TASKS = {
+TASKS: dict[str, Callable[..., Any]] = {  # each called as task(docs, **kwargs)
     "page": task_page,
     "cell": task_cell,
     "report": task_report,
@@ -486,7 +487,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle: it stops us
     with contextlib.suppress(OSError):
         os.nice(5)  # searches in the server come first on a busy machine
-    from nbrecall.web.render import render_code, render_markdown
+    from nbrecall.web.cell_html import render_code, render_markdown
 
     render_code("x = 1\nprint(x)")  # the lexer and the markdown parser built now, not on the first page
     render_markdown("# x\n\n*y*")

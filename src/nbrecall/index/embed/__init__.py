@@ -12,12 +12,12 @@ embedder), `http` (an OpenAI-compatible endpoint), `common` (what they share). I
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from nbrecall.config import EmbedSettings
 from nbrecall.index.embed.common import DEFAULT_MAX_TOKENS, EmbeddingServiceError, l2_normalise, reject_empty
 from nbrecall.index.embed.http import OPENAI_BATCH, OpenAIEmbedder
 from nbrecall.index.embed.integrity import (
@@ -50,7 +50,6 @@ __all__ = [
     "PINNED_SHA256",
     "STAMPS_NAME",
     "BertConfig",
-    "EmbedSettings",
     "Embedder",
     "EmbeddingServiceError",
     "ModelIntegrityError",
@@ -96,31 +95,16 @@ class Embedder(Protocol):
         ...
 
 
-@dataclass
-class EmbedSettings:
-    """How to embed; ``kind`` picks the embedder, the other fields apply where they make sense."""
-
-    kind: str = "default"  # "default" | "onnx-folder" | "openai"
-    # local model folder: model.onnx or model.safetensors, plus tokenizer.json and config.json
-    path: str | None = None
-    # OpenAI-compatible base url, e.g. http://127.0.0.1:11434/v1 ; we POST {url}/embeddings
-    url: str | None = None
-    model: str | None = None
-    api_key: str | None = None
-    batch_size: int = 32
-    threads: int = 0  # 0 = all usable cores, for onnxruntime intra-op
-    max_tokens: int = 256
-
-
-def load_embedder(settings: EmbedSettings, cache_dir: Path) -> Embedder:
-    """Build the embedder ``settings`` describe. Cheap: the ONNX model loads at first ``embed``."""
+def load_embedder(settings: EmbedSettings, cache_dir: Path, *, max_tokens: int = DEFAULT_MAX_TOKENS) -> Embedder:
+    """Build the embedder ``settings`` (`[embed]`) describe, truncating its inputs at ``max_tokens`` word pieces.
+    Cheap: the ONNX model loads at first ``embed``."""
     kind = settings.kind
     if kind == "default":
         return OnnxMiniLM.bundled(
             cache_dir,
             batch_size=settings.batch_size,
             threads=settings.threads,
-            max_tokens=settings.max_tokens,
+            max_tokens=max_tokens,
         )
     if kind == "onnx-folder":
         if not settings.path:
@@ -130,7 +114,7 @@ def load_embedder(settings: EmbedSettings, cache_dir: Path) -> Embedder:
             cache_dir,
             batch_size=settings.batch_size,
             threads=settings.threads,
-            max_tokens=settings.max_tokens,
+            max_tokens=max_tokens,
         )
     if kind == "openai":
         if not settings.url or not settings.model:
@@ -140,7 +124,7 @@ def load_embedder(settings: EmbedSettings, cache_dir: Path) -> Embedder:
             settings.url,
             settings.model,
             api_key=settings.api_key,
-            max_tokens=settings.max_tokens,
+            max_tokens=max_tokens,
             tokenizer_dir=tokenizer_dir,
         )
     raise ValueError(f"unknown embedding kind {kind!r}; expected 'default', 'onnx-folder' or 'openai'")
