@@ -88,6 +88,10 @@ class RetrieveSettings:
     intent_boost: float = 0.15  # favour chunk kinds the query asks for ("plot of" → figure, "how many" → scalar)
     kind_slot: int = 1  # a notebook's best chunk of the asked-for kind is shown at this position at the latest; -1: off
     hit_floor: float = 0.6  # a notebook's chunks scoring under this share of its best one are not listed
+    # a query word found only in a figure's machine-made text (OCR, vision model) counts this share of one in
+    # the notebook's own text, in the keyword score and the phrase bonus (search.retrieve.machine_share);
+    # measured on both development sets in bench/README.md (Figure descriptions); 1.0: counted whole
+    machine_text_weight: float = 0.25
 
 
 @dataclass
@@ -149,6 +153,7 @@ class VisionSettings:
     max_tokens: int = 300  # longest description asked of the model
     max_failures_in_a_row: int = 5  # an endpoint failing this often stops describing for this run
     max_attempts: int = 3  # runs that try a figure before it stays failed
+    in_vectors: bool = True  # the description is in the figure chunk's vector text too, not only its keyword text
 
 
 @dataclass
