@@ -413,7 +413,8 @@ def test_markdown_attachments_and_data_uris_are_described_figures(
 
 
 def test_split_machine_text_and_machine_share() -> None:
-    from nbrecall.search.retrieve import machine_share
+    from nbrecall.search.retrieve import keyword_stems
+    from nbrecall.search.retrieve import machine_share as share
     from nbrecall.vision.describe import description_line, split_machine_text
 
     own_text = "pumps/a.ipynb\nTrials\n\nfigure: impeller trials\ncode:\nplot(df)"
@@ -422,13 +423,17 @@ def test_split_machine_text_and_machine_share() -> None:
     assert own == own_text and machine.startswith("text in the figure (machine-made, read by OCR): Pump head")
     # A line that only quotes the words is the notebook's own: only the lines a describer adds are split off.
     assert split_machine_text("text in the figure: machine-made, said the note")[1] == ""
+
+    def machine_share(query: str, text: str, weight: float) -> float:
+        return share(keyword_stems(query), text, weight)
+
     # "impeller" is the notebook's own word, "head" only the OCR's: it counts a quarter.
-    assert machine_share("impeller head", text, 0.25)[0] == pytest.approx((1 + 0.25) / 2)
-    assert machine_share("impeller trials", text, 0.25)[0] == 1.0
-    assert machine_share("head flow", text, 0.0)[0] == 0.0
-    assert machine_share("pump head", text, 0.0)[0] == 0.5  # "pumps/" of the path is the notebook's own
-    assert machine_share("pump head", own_text, 0.25)[0] == 1.0  # no machine-made line: counted whole
-    assert machine_share("pump head", text, 1.0)[0] == 1.0
+    assert machine_share("impeller head", text, 0.25) == pytest.approx((1 + 0.25) / 2)
+    assert machine_share("the impeller trials", text, 0.25) == 1.0
+    assert machine_share("head flows", text, 0.0) == 0.0  # stems, as the keyword index sees them
+    assert machine_share("pump head", text, 0.0) == 0.5  # "pumps/" of the path is the notebook's own
+    assert machine_share("pump head", own_text, 0.25) == 1.0  # no machine-made line: counted whole
+    assert machine_share("pump head", text, 1.0) == 1.0
 
 
 def test_machine_made_text_is_found_by_keyword_but_does_not_outrank_the_notebooks_own_words(

@@ -16,8 +16,7 @@ from nbrecall.search.anchor import pick_anchor
 from nbrecall.search.families import FamilyEntry, arrange, entry_path, lacking, versions
 from nbrecall.search.terms import RANKING_STOP_WORDS as _STOP
 from nbrecall.search.terms import RANKING_WORD as _WORD
-from nbrecall.search.terms import query_terms
-from nbrecall.search.terms import terms as content_terms
+from nbrecall.search.terms import STOP_WORDS, query_terms, stem
 from nbrecall.vision.describe import MACHINE_MARK, split_machine_text
 
 
@@ -155,38 +154,46 @@ def keyword_query(query: str) -> str:
     return re.sub(r"\(\s*\)", " ", _NEGATION.sub(" ", query)).strip() or query
 
 
-def machine_share(query: str, text: str, machine_weight: float) -> tuple[float, str]:
-    """How much of `text`'s keyword match counts when words found only in its machine-made lines (a figure's
-    OCR text or vision-model description, `vision.describe`) weigh `machine_weight` of the notebook's own words:
-    (the factor for its keyword score, 0..1; its own text). A text without such lines counts whole.
+_TOKEN = re.compile(r"[^\W_]+")  # as the keyword index splits text: at every character not a letter or digit
+
+
+def keyword_stems(text: str) -> set[str]:
+    """The stems the keyword index holds for `text` (lower case, stop words dropped, Snowball English)."""
+    return {stem(word) for word in _TOKEN.findall(text.lower()) if word not in STOP_WORDS}
+
+
+def machine_share(wanted: set[str], text: str, machine_weight: float) -> float:
+    """How much of `text`'s keyword match on the query stems `wanted` (`keyword_stems`) counts when stems found
+    only in its machine-made lines (a figure's OCR text or vision-model description, `vision.describe`) weigh
+    `machine_weight` of the notebook's own: the factor for its keyword score, 0..1 (1 without such lines).
 
     A describer adds words nobody wrote: axis and legend words of an unrelated plot, or its own wording ("values
     0 to 75"); counted as the notebook's own text, they let a figure outrank the cell a question is about."""
     if machine_weight >= 1.0 or f"({MACHINE_MARK}, " not in text:
-        return 1.0, text
+        return 1.0
     own, machine = split_machine_text(text)
-    wanted = set(content_terms(query))
-    own_found = wanted & set(content_terms(own))
-    machine_only = (wanted & set(content_terms(machine))) - own_found
+    own_found = wanted & keyword_stems(own)
+    machine_only = (wanted & keyword_stems(machine)) - own_found
     found = len(own_found) + len(machine_only)
     if not found:
-        return 1.0, own
-    return (len(own_found) + machine_weight * len(machine_only)) / found, own
+        return 1.0
+    return (len(own_found) + machine_weight * len(machine_only)) / found
 
 
 def weigh_machine_text(hits: list[StoreHit], query: str, fusion: FusionSettings, machine_weight: float) -> None:
     """Lower the keyword part of each fused score by `machine_share` (the vector part is left as it is)."""
     if machine_weight >= 1.0:
         return
+    wanted = keyword_stems(query)
+    dense = any(h.vector_rank for h in hits)
     for hit in hits:
-        factor, _own = machine_share(query, hit.row["text"], machine_weight)
-        if factor >= 1.0 or not hit.keyword_rank:
+        factor = machine_share(wanted, hit.row["text"], machine_weight) if hit.keyword_rank else 1.0
+        if factor >= 1.0:
             continue
         if fusion.method == "rrf":
             hit.score -= (1.0 - factor) / (fusion.rrf_k + hit.keyword_rank)
         else:
-            weight = fusion.alpha if hit.vector_rank or any(h.vector_rank for h in hits) else 1.0
-            hit.score -= weight * (1.0 - factor) * hit.keyword_score
+            hit.score -= (fusion.alpha if dense else 1.0) * (1.0 - factor) * hit.keyword_score
         hit.keyword_score *= factor
     hits.sort(key=lambda h: -h.score)
 
