@@ -153,7 +153,6 @@ class VisionSettings:
     max_tokens: int = 300  # longest description asked of the model
     max_failures_in_a_row: int = 5  # an endpoint failing this often stops describing for this run
     max_attempts: int = 3  # runs that try a figure before it stays failed
-    in_vectors: bool = True  # the description is in the figure chunk's vector text too, not only its keyword text
 
 
 @dataclass

@@ -56,7 +56,6 @@ class FigureWork:
     store: FigureStore
     report: FigureReport = field(default_factory=FigureReport)
     unavailable: str | None = None
-    in_vectors: bool = True  # `[vision] in_vectors`: the description goes into the vector text too
 
     def apply(self, nb_sha: str, chunks: list[Chunk], rows: list[ChunkRow], priority: float) -> None:
         """Put cached descriptions into the figure chunks of one notebook and list its images in the queue.
@@ -74,8 +73,7 @@ class FigureWork:
                 continue
             for line in lines:
                 chunk.text = add_description(chunk.text, line)
-                if self.in_vectors:
-                    chunk.embed_text = add_description(chunk.embed_text, line)
+                chunk.embed_text = add_description(chunk.embed_text, line)
             row = row_of.get(f"{nb_sha[:20]}-{chunk.seq:05d}")
             if row is not None:
                 row.text = chunk.text

@@ -159,8 +159,7 @@ def run_index(
             closing(EmbeddingCache(index_dir / "embeddings.sqlite")) as cache,
             closing(FigureStore.of_index(index_dir)) if describer is not None else nullcontext() as figure_store,
         ):
-            figures = (FigureWork(describer, figure_store, in_vectors=settings.vision.in_vectors)
-                       if describer is not None else None)
+            figures = FigureWork(describer, figure_store) if describer is not None else None
             report.figures = figures.report if figures is not None else None
             run_id, interrupted = manifest.begin_run()
             if interrupted:  # before anything is appended: a stray batch of new notebooks would be stored twice

@@ -32,7 +32,6 @@ def fingerprint_part(settings: Settings) -> str:
     kind = (settings.vision.kind or "").strip().lower()
     if kind in ("", "off", "none"):
         return ""
-    vectors = "" if settings.vision.in_vectors else " keyword only"
     if kind == "openai":
-        return f"; vision openai {settings.vision.model or ''}{vectors}"
-    return f"; vision {kind} {settings.vision.languages}{vectors}"
+        return f"; vision openai {settings.vision.model or ''}"
+    return f"; vision {kind} {settings.vision.languages}"
