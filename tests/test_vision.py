@@ -153,6 +153,7 @@ class FakeVision:
         self.headers: list[dict] = []
         self.script: list[str] = []  # "ok", "503", "429", "slow", "500"; when empty: "ok"
         self.default = "ok"
+        self.reply = "A line chart of pump head {digest}."  # the description; {digest}: the image's hash, 8 chars
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -175,7 +176,7 @@ class FakeVision:
                     return
                 url = body["messages"][0]["content"][1]["image_url"]["url"]
                 digest = image_sha(base64.b64decode(url.split(",", 1)[1]))[:8]
-                content = f"<think>hm</think>A line chart of pump head {digest}."
+                content = "<think>hm</think>" + fake.reply.format(digest=digest)
                 answer = {"choices": [{"message": {"role": "assistant", "content": content}}]}
                 data = json.dumps(answer).encode()
                 try:
@@ -406,6 +407,72 @@ def test_markdown_attachments_and_data_uris_are_described_figures(
     assert len(texts) == 2
     assert any("figure: quay section" in t and image_sha(attached)[:8] in t for t in texts)
     assert any("crane rail" in t and image_sha(inline)[:8] in t for t in texts)
+
+
+# --- machine-made text weighs less than the notebook's own -------------------------------------------------------
+
+
+def test_split_machine_text_and_machine_share() -> None:
+    from nbrecall.search.retrieve import keyword_stems
+    from nbrecall.search.retrieve import machine_share as share
+    from nbrecall.vision.describe import description_line, split_machine_text
+
+    own_text = "pumps/a.ipynb\nTrials\n\nfigure: impeller trials\ncode:\nplot(df)"
+    text = f"{own_text}\n{description_line('ocr', 'Pump head [m]; Flow [l/s]; values 0 to 40')}"
+    own, machine = split_machine_text(text)
+    assert own == own_text and machine.startswith("text in the figure (machine-made, read by OCR): Pump head")
+    # A line that only quotes the words is the notebook's own: only the lines a describer adds are split off.
+    assert split_machine_text("text in the figure: machine-made, said the note")[1] == ""
+
+    def machine_share(query: str, text: str, weight: float) -> float:
+        return share(keyword_stems(query), text, weight)
+
+    # "impeller" is the notebook's own word, "head" only the OCR's: it counts a quarter.
+    assert machine_share("impeller head", text, 0.25) == pytest.approx((1 + 0.25) / 2)
+    assert machine_share("the impeller trials", text, 0.25) == 1.0
+    assert machine_share("head flows", text, 0.0) == 0.0  # stems, as the keyword index sees them
+    assert machine_share("pump head", text, 0.0) == 0.5  # "pumps/" of the path is the notebook's own
+    assert machine_share("pump head", own_text, 0.25) == 1.0  # no machine-made line: counted whole
+    assert machine_share("pump head", text, 1.0) == 1.0
+
+
+def test_machine_made_text_is_found_by_keyword_but_does_not_outrank_the_notebooks_own_words(
+    tmp_path: Path, hash_embedder: HashEmbedder, fake_vision: FakeVision
+) -> None:
+    from nbrecall.backends import open_manifest
+    from nbrecall.search.retrieve import retrieve
+
+    root = tmp_path / "share"
+    drawn = tiny_png(6)
+    # Only the describer says "pump head" of this notebook's figure.
+    write_nb(root / "trials.ipynb", [v4.new_markdown_cell("# Impeller trials"),
+                                     code("plot_results(df)", 1, [figure_output(drawn)])])
+    # This notebook says it in its own words (in a longer cell: keyword scores favour short texts).
+    write_nb(root / "curves.ipynb", [
+        v4.new_markdown_cell("# Test stand notes\nThe pump head falls as the flow rises; the curve below is fitted "
+                             "to the measured points of the stand, with the duty point marked, the efficiency read "
+                             "off the vendor sheet and the motor rating checked against the nameplate."),
+        code("fit = np.polyfit(flow, lift, 2)\nprint(fit)", 1),
+    ])
+    fake_vision.reply = "Pump head over time, run {digest}."
+    settings = openai_settings(tmp_path / "idx", fake_vision)
+    store = open_store(settings, hash_embedder.dim)
+    run_index([root], settings, hash_embedder, store)
+    assert settings.retrieve.machine_text_weight < 1.0
+
+    def ranked(query: str, weight: float) -> list[str]:
+        settings.retrieve.machine_text_weight = weight
+        with closing(open_manifest(settings, readonly=True)) as manifest:
+            result = retrieve(query, store, manifest, None, settings.retrieve)
+        return [nb.notebook for nb in result.notebooks]
+
+    default = Settings().retrieve.machine_text_weight
+    # Found by keyword: words only the machine-made text has still find the figure.
+    assert ranked(f"run {image_sha(drawn)[:8]}", default) == ["trials.ipynb"]
+    # The same words in a notebook's own text rank it above the figure that has them only from the describer.
+    assert ranked("pump head", default) == ["curves.ipynb", "trials.ipynb"]
+    # Counted whole (as before), the short figure chunk's machine-made words won.
+    assert ranked("pump head", 1.0)[0] == "trials.ipynb"
 
 
 # --- the viewer and convert show descriptions ------------------------------------------------------------------------

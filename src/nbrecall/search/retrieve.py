@@ -16,7 +16,8 @@ from nbrecall.search.anchor import pick_anchor
 from nbrecall.search.families import FamilyEntry, arrange, entry_path, lacking, versions
 from nbrecall.search.terms import RANKING_STOP_WORDS as _STOP
 from nbrecall.search.terms import RANKING_WORD as _WORD
-from nbrecall.search.terms import query_terms
+from nbrecall.search.terms import STOP_WORDS, query_terms, stem
+from nbrecall.vision.describe import MACHINE_MARK, split_machine_text
 
 
 @dataclass
@@ -153,13 +154,65 @@ def keyword_query(query: str) -> str:
     return re.sub(r"\(\s*\)", " ", _NEGATION.sub(" ", query)).strip() or query
 
 
-def rerank(query: str, hits: list[StoreHit], phrase_weight: float, intent_boost: float = 0.15) -> list[StoreHit]:
+_TOKEN = re.compile(r"[^\W_]+")  # as the keyword index splits text: at every character not a letter or digit
+
+
+def keyword_stems(text: str) -> set[str]:
+    """The stems the keyword index holds for `text` (lower case, stop words dropped, Snowball English)."""
+    return {stem(word) for word in _TOKEN.findall(text.lower()) if word not in STOP_WORDS}
+
+
+def machine_share(wanted: set[str], text: str, machine_weight: float) -> float:
+    """How much of `text`'s keyword match on the query stems `wanted` (`keyword_stems`) counts when stems found
+    only in its machine-made lines (a figure's OCR text or vision-model description, `vision.describe`) weigh
+    `machine_weight` of the notebook's own: the factor for its keyword score, 0..1 (1 without such lines).
+
+    A describer adds words nobody wrote: axis and legend words of an unrelated plot, or its own wording ("values
+    0 to 75"); counted as the notebook's own text, they let a figure outrank the cell a question is about."""
+    if machine_weight >= 1.0 or f"({MACHINE_MARK}, " not in text:
+        return 1.0
+    own, machine = split_machine_text(text)
+    own_found = wanted & keyword_stems(own)
+    machine_only = (wanted & keyword_stems(machine)) - own_found
+    found = len(own_found) + len(machine_only)
+    if not found:
+        return 1.0
+    return (len(own_found) + machine_weight * len(machine_only)) / found
+
+
+def weigh_machine_text(hits: list[StoreHit], query: str, fusion: FusionSettings, machine_weight: float) -> None:
+    """Lower the keyword part of each fused score by `machine_share` (the vector part is left as it is)."""
+    if machine_weight >= 1.0:
+        return
+    wanted = keyword_stems(query)
+    dense = any(h.vector_rank for h in hits)
+    for hit in hits:
+        factor = machine_share(wanted, hit.row["text"], machine_weight) if hit.keyword_rank else 1.0
+        if factor >= 1.0:
+            continue
+        if fusion.method == "rrf":
+            hit.score -= (1.0 - factor) / (fusion.rrf_k + hit.keyword_rank)
+        else:
+            hit.score -= (fusion.alpha if dense else 1.0) * (1.0 - factor) * hit.keyword_score
+        hit.keyword_score *= factor
+    hits.sort(key=lambda h: -h.score)
+
+
+def rerank(
+    query: str, hits: list[StoreHit], phrase_weight: float, intent_boost: float = 0.15, machine_weight: float = 1.0
+) -> list[StoreHit]:
     """Add a phrase-match bonus (quoted errors and exact wording rise) and favour the chunk kinds the query asks
-    for; both are small next to the fused score, so they reorder near-ties rather than override relevance."""
+    for; both are small next to the fused score, so they reorder near-ties rather than override relevance. Word
+    pairs found only in machine-made lines count `machine_weight` (`machine_share`)."""
     kinds = intent_kinds(query)
     for hit in hits:
         if phrase_weight > 0:
-            hit.score += phrase_weight * phrase_overlap(query, hit.row["text"])
+            text = hit.row["text"]
+            overlap = phrase_overlap(query, text)
+            if machine_weight < 1.0 and f"({MACHINE_MARK}, " in text:
+                own = phrase_overlap(query, split_machine_text(text)[0])
+                overlap = own + machine_weight * max(overlap - own, 0.0)
+            hit.score += phrase_weight * overlap
         if hit.row["kind"] in kinds:
             hit.score *= 1.0 + intent_boost
     return sorted(hits, key=lambda h: -h.score)
@@ -300,7 +353,8 @@ def retrieve(
     kinds = intent_kinds(positive)
     fusion = FusionSettings(settings.fusion, settings.alpha, settings.rrf_k)
     hits, fact_hits = _search_apart(positive, query_vector, store, settings, filters, fusion)
-    hits = rerank(positive, hits, settings.phrase_weight, settings.intent_boost)
+    weigh_machine_text(hits, positive, fusion, settings.machine_text_weight)
+    hits = rerank(positive, hits, settings.phrase_weight, settings.intent_boost, settings.machine_text_weight)
     fact_hits = rerank(positive, fact_hits, settings.phrase_weight, settings.intent_boost)
     indexed = manifest.indexed_shas({h.row["nb_sha"] for h in hits + fact_hits})
     ranked = group_by_notebook(hits or fact_hits, indexed)

@@ -48,6 +48,7 @@ class Describer(Protocol):
 
 
 MACHINE_MARK = "machine-made"
+_LINE_STARTS = ("text in the figure (", "figure description (")  # how `description_line` begins
 
 
 def description_line(label: str, text: str) -> str:
@@ -55,6 +56,16 @@ def description_line(label: str, text: str) -> str:
     if label == "ocr":
         return f"text in the figure ({MACHINE_MARK}, read by OCR): {text}"
     return f"figure description ({MACHINE_MARK}, {label}): {text}"
+
+
+def split_machine_text(text: str) -> tuple[str, str]:
+    """`text` as (the notebook's own lines, the machine-made description lines): how search weighs them apart."""
+    own: list[str] = []
+    machine: list[str] = []
+    for line in text.split("\n"):
+        head = line.partition(": ")[0]
+        (machine if f"({MACHINE_MARK}, " in head and head.startswith(_LINE_STARTS) else own).append(line)
+    return "\n".join(own), "\n".join(machine)
 
 
 def add_description(text: str, line: str) -> str:
