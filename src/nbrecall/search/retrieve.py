@@ -187,11 +187,14 @@ def weigh_machine_text(hits: list[StoreHit], query: str, fusion: FusionSettings,
     wanted = keyword_stems(query)
     dense = any(h.vector_rank for h in hits)
     for hit in hits:
-        factor = machine_share(wanted, hit.row["text"], machine_weight) if hit.keyword_rank else 1.0
+        rank = hit.keyword_rank
+        if not rank:  # found by its vector only: nothing to lower
+            continue
+        factor = machine_share(wanted, hit.row["text"], machine_weight)
         if factor >= 1.0:
             continue
         if fusion.method == "rrf":
-            hit.score -= (1.0 - factor) / (fusion.rrf_k + hit.keyword_rank)
+            hit.score -= (1.0 - factor) / (fusion.rrf_k + rank)
         else:
             hit.score -= (fusion.alpha if dense else 1.0) * (1.0 - factor) * hit.keyword_score
         hit.keyword_score *= factor
