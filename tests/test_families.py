@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from contextlib import closing
 from pathlib import Path
@@ -345,3 +346,46 @@ def test_an_unknown_checkpoints_setting_is_refused(tmp_path: Path, value: str) -
     settings.discover.checkpoints = value
     with pytest.raises(ValueError, match="checkpoints"):
         index(root, settings)
+
+
+def _mates_as_listed_before(rows: list[tuple[int, int, str]], wanted: set[str], limit: int) -> dict[str, list[str]]:
+    """The candidates as the family step listed them before they were integer arrays (sets of hashes): the
+    reference `candidate_pairs` must agree with, bounded buckets included."""
+    out: dict[str, set[str]] = {}
+    buckets: dict[tuple[int, int], list[str]] = {}
+    for band, key, sha in sorted(rows):
+        buckets.setdefault((band, key), []).append(sha)
+    for bucket in buckets.values():
+        if len(bucket) < 2:
+            continue
+        head = bucket[:limit]
+        for sha in bucket:
+            if sha in wanted:
+                out.setdefault(sha, set()).update(head)
+        for sha in head:
+            if sha in wanted and len(bucket) > limit:
+                out[sha].update(bucket[limit : 2 * limit])
+    return {sha: sorted(found - {sha})[:limit] for sha, found in out.items() if found - {sha}}
+
+
+@pytest.mark.parametrize("limit", [2, 5, 400])
+def test_candidate_pairs_as_integer_arrays_are_the_mates_listed_before(limit: int,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbrecall.ingest import families
+
+    rng = random.Random(limit)
+    shas = [f"{rng.getrandbits(64):016x}" for _ in range(60)]
+    # two bands of 4 buckets (buckets of ~15: cut at 2 and 5), four of 40 (small buckets)
+    rows = sorted({(band, rng.randrange(4 if band < 2 else 40), sha) for sha in shas for band in range(6)})
+    wanted = set(rng.sample(shas, 40))
+    monkeypatch.setattr(families, "_MERGE_EVERY", 7)  # merged many times, as on a large archive
+    pairs = families.candidate_pairs(iter(rows), wanted, limit)
+    assert pairs.names == sorted(pairs.names)
+    got: dict[str, list[str]] = {}
+    for s, d in zip(pairs.src.tolist(), pairs.dst.tolist(), strict=True):
+        got.setdefault(pairs.names[s], []).append(pairs.names[d])
+    expected = _mates_as_listed_before(rows, wanted, limit)
+    assert got == expected
+    assert set(got) <= wanted
+    longest = max(len(m) for m in expected.values())
+    assert longest == limit if limit < 400 else longest < limit  # the bound applied where buckets are large

@@ -32,11 +32,11 @@ is recomputed; a killed run leaves the pending marks, and the next run finishes 
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import re
 import time
 import zlib
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -113,12 +113,12 @@ class Banding:
         values = sig.array()
         if sig.size == 0 or len(values) != self.num_perm:
             return []
-        out = []
-        for band in range(self.b):
-            piece = values[band * self.r : (band + 1) * self.r].tobytes()
-            key = int.from_bytes(hashlib.blake2b(piece, digest_size=8).digest(), "big", signed=True)
-            out.append((band, key))
-        return out
+        return [(band, self.key(values, band)) for band in range(self.b)]
+
+    def key(self, values: np.ndarray, band: int) -> int:
+        """The bucket of a signature's values in one band."""
+        piece = values[band * self.r : (band + 1) * self.r].tobytes()
+        return int.from_bytes(hashlib.blake2b(piece, digest_size=8).digest(), "big", signed=True)
 
 
 def state_key(settings: FamilySettings, banding: Banding) -> str:
@@ -220,10 +220,13 @@ def _update(manifest: Any, store: Any, settings: FamilySettings, report: FamilyR
             store.rebuild_bands(banding)
             store.set_state(key)
     unbanded = store.unbanded()
-    if unbanded:  # the run's new signatures into the LSH index, in one pass sorted by bucket
-        rows = sorted((band, key, sha) for sha, sig in unbanded.items() for band, key in banding.keys(sig))
+    if unbanded:  # the run's new signatures into the LSH index, band by band, each sorted by bucket
+        arrays = {sha: sig.array() for sha, sig in unbanded.items()
+                  if sig.size and len(sig.array()) == banding.num_perm}
         with manifest.transaction():
-            store.add_bands(rows, sorted(unbanded))
+            for band in range(banding.b):
+                store.add_bands(sorted((band, banding.key(values, band), sha) for sha, values in arrays.items()), [])
+            store.add_bands([], sorted(unbanded))
     gone = store.gone()
     pending = store.pending()
     if gone or pending:
@@ -231,15 +234,93 @@ def _update(manifest: Any, store: Any, settings: FamilySettings, report: FamilyR
     report.families, report.in_families = store.counts()
 
 
-def _mates(store: Any, banding: Banding, free: set[str], sigs: dict[str, Signature]) -> dict[str, list[str]]:
+def _candidates(store: Any, banding: Banding, free: set[str], sigs: dict[str, Signature]) -> CandidatePairs:
     """The LSH candidates of each content in `free`: contents sharing a bucket with it. A large share of the
     archive (a first run) reads the buckets whole, in order; a few contents read only their own buckets."""
-    from nbrecall.index.family_store import bucket_mates
-
     if len(free) * 4 >= store.count_signatures():
-        return bucket_mates(store.all_bucket_rows(), free, MAX_MATES)
+        return candidate_pairs(store.all_bucket_rows(), free, MAX_MATES)
     keys = [key for sha in free if sha in sigs for key in banding.keys(sigs[sha])]
-    return bucket_mates(store.bucket_rows(keys), free, MAX_MATES)
+    return candidate_pairs(store.bucket_rows(keys), free, MAX_MATES)
+
+
+@dataclass
+class CandidatePairs:
+    """Candidate pairs as integer arrays: `names[src[i]]` has `names[dst[i]]` among its mates.
+
+    `names` is sorted, so an id orders like its content hash; the pairs are sorted by (src, dst), each content
+    has at most `limit` mates (the first by hash) and only contents being placed have any. Held as int32
+    arrays (8 bytes a pair), not Python strings in sets: a first run over 40k notebooks has millions of pairs."""
+
+    names: list[str]
+    src: np.ndarray
+    dst: np.ndarray
+
+
+_MERGE_EVERY = 1 << 22  # pairs gathered before they are merged (deduplicated) into the sorted ones found so far
+
+
+def candidate_pairs(rows: Iterable[Any], wanted: set[str], limit: int) -> CandidatePairs:
+    """`CandidatePairs` from (band, key, sha) rows in bucket order (by band, key, then sha).
+
+    A bucket of thousands (one template) stays bounded: each of its members joins its first `limit` members, and
+    those see the next `limit`, so that pairs are found from either side."""
+    ids: dict[str, int] = {}
+    names: list[str] = []
+    is_wanted = bytearray()
+    found = np.empty(0, dtype=np.int64)  # src << 32 | dst, sorted and distinct, in the order ids were given
+    gathered = array("q")
+    bucket: list[int] = []
+    last: tuple[int, int] | None = None
+
+    def flush() -> None:
+        if len(bucket) > 1:
+            head = bucket[:limit]
+            for member in bucket:
+                if is_wanted[member]:
+                    gathered.extend([(member << 32) | other for other in head])
+            if len(bucket) > limit:
+                rest = bucket[limit : 2 * limit]
+                for member in head:
+                    if is_wanted[member]:
+                        gathered.extend([(member << 32) | other for other in rest])
+        bucket.clear()
+
+    def merge() -> None:
+        nonlocal found
+        if gathered:
+            found = np.unique(np.concatenate([found, np.frombuffer(gathered, dtype=np.int64)]))
+            del gathered[:]
+
+    for band, key, sha in rows:
+        if (band, key) != last:
+            flush()
+            if len(gathered) >= _MERGE_EVERY:
+                merge()
+            last = (band, key)
+        at = ids.get(sha)
+        if at is None:
+            at = ids[sha] = len(names)
+            names.append(sha)
+            is_wanted.append(sha in wanted)
+        bucket.append(at)
+    flush()
+    merge()
+    # ids in hash order, pairs sorted by (src, dst), a content's own id dropped, at most `limit` mates each
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names), dtype=np.int64)
+    src, dst = rank[found >> 32], rank[found & 0xFFFFFFFF]
+    del found
+    keep = src != dst
+    pairs = np.sort((src[keep] << 32) | dst[keep])
+    del src, dst, keep
+    src, dst = (pairs >> 32).astype(np.int32), (pairs & 0xFFFFFFFF).astype(np.int32)
+    del pairs
+    if len(src):
+        starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
+        position = np.arange(len(src)) - np.repeat(starts, np.diff(np.r_[starts, len(src)]))
+        src, dst = src[position < limit], dst[position < limit]
+    return CandidatePairs([names[i] for i in order], src, dst)
 
 
 def _step(manifest: Any, store: Any, settings: FamilySettings, banding: Banding, gone: list[str], pending: list[str],
@@ -253,24 +334,16 @@ def _step(manifest: Any, store: Any, settings: FamilySettings, banding: Banding,
     # Edges: candidates from the LSH buckets of every content being placed, verified on their signatures, and
     # checkpoint ↔ saved notebook by path.
     sigs = store.signatures(graph.free | gone_set)
-    mates = _mates(store, banding, graph.free, sigs)
+    cands = _candidates(store, banding, graph.free, sigs)
     saved = _checkpoint_pairs(manifest, store, graph.free, gone_set)
-    others = ({m for pairs in mates.values() for m in pairs} | {b for _a, b in saved}) - graph.free - gone_set
+    mated = {cands.names[i] for i in np.unique(cands.dst)}
+    others = (mated | {b for _a, b in saved}) - graph.free - gone_set
     graph.family_of = {sha: fam for sha, fam in store.families_of(others).items() if fam not in affected}
     sigs.update(store.signatures(others - set(sigs)))
-    arrays = {sha: sig.array() for sha, sig in sigs.items()}
     for sha in sorted(graph.free):
         graph.uf.find(sha)
-        mine = sigs.get(sha)
-        if mine is None:
-            continue
-        # each pair once (both placed: from the smaller hash), every candidate of one content in one numpy pass
-        cands = [m for m in mates.get(sha, []) if m in sigs and m not in gone_set and graph.node(m) is not None
-                 and not (m < sha and m in graph.free and _listed(mates.get(m, []), sha))]
-        if not cands:
-            continue
-        for mate in _verified(mine, arrays[sha], cands, sigs, arrays, settings):
-            graph.edge(sha, mate)
+    for a, b in _verified_pairs(cands, sigs, graph, gone_set, settings):
+        graph.edge(a, b)
     for a, b in saved:
         graph.edge(a, b)
     # Components → families: an unaffected family node brings its members along (relabelled when merged).
@@ -296,28 +369,42 @@ def _step(manifest: Any, store: Any, settings: FamilySettings, banding: Banding,
     report.resplit = len({old[sha] for sha in gone_set if sha in old})
 
 
-def _listed(found: list[str], sha: str) -> bool:
-    """`sha` in a sorted list of mates (a binary search: no second copy of every list as a set)."""
-    at = bisect.bisect_left(found, sha)
-    return at < len(found) and found[at] == sha
+_VERIFY_CHUNK = 1 << 16  # pairs compared at once (two gathered matrices of 64k x num_perm uint32: 64 MiB at 128)
 
 
-def _verified(mine: Signature, values: np.ndarray, cands: list[str], sigs: dict[str, Signature],
-              arrays: dict[str, np.ndarray], settings: FamilySettings) -> list[str]:
-    """The candidates that are versions of `mine` (`are_versions`, vectorised over the candidates)."""
-    if mine.size < settings.min_shared:
-        return []
-    matrix = np.stack([arrays[c] for c in cands])
-    if matrix.shape[1] != len(values):
-        return []
-    jaccard = (matrix == values).mean(axis=1)
-    sizes = np.array([sigs[c].size for c in cands], dtype=np.float64)
-    smaller = np.minimum(sizes, mine.size)
-    shared = jaccard * (sizes + mine.size) / (1.0 + jaccard)
-    containment = np.minimum(1.0, shared / np.maximum(smaller, 1.0))
-    keep = ((smaller >= settings.min_shared) & (jaccard >= settings.min_jaccard)
-            & (containment >= settings.threshold) & (shared >= settings.min_shared))
-    return [c for c, ok in zip(cands, keep, strict=True) if ok]
+def _verified_pairs(cands: CandidatePairs, sigs: dict[str, Signature], graph: _Graph, gone: set[str],
+                    settings: FamilySettings) -> list[tuple[str, str]]:
+    """The candidate pairs that are versions (`are_versions`, vectorised): each unordered pair once, between
+    contents that have a signature of `num_perm` values, are not gone and are placed or in an unaffected family."""
+    names = cands.names
+    usable = np.zeros(len(names), dtype=bool)
+    matrix = np.zeros((len(names), settings.num_perm), dtype=np.uint32)
+    sizes = np.zeros(len(names), dtype=np.float64)
+    for i, sha in enumerate(names):
+        sig = sigs.get(sha)
+        if sig is None or sha in gone or graph.node(sha) is None:
+            continue
+        values = sig.array()
+        if len(values) != settings.num_perm:
+            continue
+        usable[i], matrix[i], sizes[i] = True, values, sig.size
+    # a pair is looked at once, whichever side listed it (the verdict is symmetric)
+    low, high = np.minimum(cands.src, cands.dst).astype(np.int64), np.maximum(cands.src, cands.dst).astype(np.int64)
+    both = usable[low] & usable[high]
+    pairs = np.unique((low[both] << 32) | high[both])
+    del low, high, both
+    edges: list[tuple[str, str]] = []
+    for start in range(0, len(pairs), _VERIFY_CHUNK):
+        part = pairs[start : start + _VERIFY_CHUNK]
+        a, b = part >> 32, part & 0xFFFFFFFF
+        jaccard = (matrix[a] == matrix[b]).mean(axis=1)
+        smaller = np.minimum(sizes[a], sizes[b])
+        shared = jaccard * (sizes[a] + sizes[b]) / (1.0 + jaccard)
+        containment = np.minimum(1.0, shared / np.maximum(smaller, 1.0))
+        keep = ((smaller >= settings.min_shared) & (jaccard >= settings.min_jaccard)
+                & (containment >= settings.threshold) & (shared >= settings.min_shared))
+        edges.extend((names[x], names[y]) for x, y in zip(a[keep].tolist(), b[keep].tolist(), strict=True))
+    return edges
 
 
 def _checkpoint_pairs(manifest: Any, store: Any, free: set[str], gone: set[str]) -> list[tuple[str, str]]:
