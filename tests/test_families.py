@@ -389,3 +389,47 @@ def test_candidate_pairs_as_integer_arrays_are_the_mates_listed_before(limit: in
     assert set(got) <= wanted
     longest = max(len(m) for m in expected.values())
     assert longest == limit if limit < 400 else longest < limit  # the bound applied where buckets are large
+
+
+def test_signatures_and_bands_are_datasketchs() -> None:
+    """The MinHash and the LSH bands are computed with numpy (no scipy in the workers): datasketch's own
+    `affine32` MinHash and `MinHashLSH` parameters are the reference, so stored signatures stay comparable."""
+    import zlib
+
+    import numpy as np
+    from datasketch import MinHash, MinHashLSH
+
+    from nbrecall.ingest.families import _LINES_AT_ONCE, optimal_bands
+
+    rng = random.Random(7)
+    many = [f"x = {rng.random()} # line {i}" for i in range(_LINES_AT_ONCE * 2 + 5)]  # several parts
+    for lines in ([], ["only one line"], [f"row {i}: {i * i}" for i in range(50)], many):
+        cells = [CellRecord("sha", 0, "c0", "code", None, "\n".join(lines), "")]
+        for num_perm in (64, 128):
+            ours = signature(cells, num_perm)
+            theirs = MinHash(num_perm=num_perm, seed=1, scheme="affine32", hashfunc=zlib.crc32)
+            theirs.update_batch([line.encode("utf-8") for line in shingles(cells)])
+            assert ours.size == len(set(lines))
+            assert np.array_equal(ours.array(), np.asarray(theirs.hashvalues, dtype=np.uint32))
+    for num_perm in (32, 128):
+        for threshold in (0.1, 0.3, 0.5, 0.8):
+            lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+            assert optimal_bands(threshold, num_perm) == (lsh.b, lsh.r), (threshold, num_perm)
+
+
+def test_the_family_step_and_the_workers_import_neither_datasketch_nor_scipy() -> None:
+    """datasketch's package imports its LSH modules and scipy with them (46 MiB in each process): the indexer's
+    signatures and bands do without."""
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "from nbrecall.config import FamilySettings\n"
+              "from nbrecall.ingest import pipeline, worker\n"
+              "from nbrecall.ingest.families import Banding, signature\n"
+              "from nbrecall.records import CellRecord\n"
+              "signature([CellRecord('s', 0, 'c', 'code', None, 'a = 1\\nb = 2', '')])\n"
+              "Banding.for_settings(FamilySettings())\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('scipy', 'datasketch')))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -10,10 +10,11 @@ How two contents are found to be versions, in time linear in the archive:
 * Shingles are the distinct lines of a notebook's sources and of its indexed (filtered) outputs, whitespace
   collapsed; lines without a letter or digit do not count. A changed parameter changes one line; a re-run that
   changed a table changes its rows.
-* Each content gets a MinHash signature of its shingles (datasketch, `num_perm` permutations), computed in the
-  worker that chunks it, and an LSH index over bands of the signature (`b` bands of `r` rows, chosen by
-  datasketch for `min_jaccard`) lives in the manifest (`family_bands`), so the candidates of a new notebook are a
-  lookup of its own buckets, never a pass over the archive (a first run reads the buckets once, in order).
+* Each content gets a MinHash signature of its shingles (datasketch's `affine32` MinHash, `num_perm` permutations,
+  computed with numpy) in the worker that chunks it, and an LSH index over bands of the signature (`b` bands of
+  `r` rows, chosen as datasketch's LSH chooses them for `min_jaccard`) lives in the manifest (`family_bands`),
+  so the candidates of a new notebook are a lookup of its own buckets, never a pass over the archive (a first
+  run reads the buckets once, in order).
 * A candidate pair is an edge when the estimated Jaccard similarity J is at least `min_jaccard` and the estimated
   share of the smaller notebook's lines found in the larger (J·(|A|+|B|) / ((1+J)·min(|A|,|B|))) is at least
   `threshold`, and they have at least `min_shared` lines in common: a `_v2` with one changed cell, a copy with its
@@ -51,8 +52,8 @@ if TYPE_CHECKING:
     from nbrecall.records import CellRecord
 
 SHINGLES_VERSION = "lines-1 crc32"  # what a shingle is and how it is hashed; a change re-signs every content
-SCHEME = "affine32"  # datasketch's permutation scheme (uint32 hash values); lines hashed with CRC-32 (datasketch
-# mixes each hash with a MurmurHash3 finaliser before permuting; SHA-1, its default, cost 4x as much per line)
+SCHEME = "affine32"  # datasketch's permutation scheme (uint32 hash values); lines hashed with CRC-32, each mixed
+# with a MurmurHash3 finaliser before permuting, as datasketch does (SHA-1, its default, cost 4x as much per line)
 MAX_MATES = 400  # candidates looked at per content: a bucket shared by thousands (one template) stays bounded
 
 _WORDLIKE = re.compile(r"\w")
@@ -67,35 +68,49 @@ def shingles(cells: Iterable[CellRecord]) -> set[str]:
     return {line for line in found if _WORDLIKE.search(line)}
 
 
-def _permutations(num_perm: int) -> Any:
-    """datasketch's permutations for `num_perm` (seed 1), made once per process: each MinHash reuses them."""
-    from datasketch import MinHash
-
+def _permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+    """The affine permutations h -> a·h + b (mod 2^32, `a` odd) of datasketch's `affine32` scheme, seed 1."""
     cached = _PERMUTATIONS.get(num_perm)
     if cached is None:
-        cached = MinHash(num_perm=num_perm, seed=1, scheme=SCHEME).permutations
-        _PERMUTATIONS[num_perm] = cached
+        gen = np.random.RandomState(1)
+        a = gen.randint(0, 1 << 31, num_perm, dtype=np.uint32) * np.uint32(2) + np.uint32(1)
+        b = gen.randint(0, 1 << 32, num_perm, dtype=np.uint32)
+        cached = _PERMUTATIONS[num_perm] = (a, b)
     return cached
 
 
-_PERMUTATIONS: dict[int, Any] = {}  # a cache of constants derived from `num_perm`: same value in every process
+_PERMUTATIONS: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # constants derived from `num_perm`, made once
+_MIX = (np.uint32(16), np.uint32(0x85EBCA6B), np.uint32(13), np.uint32(0xC2B2AE35), np.uint32(16))  # MurmurHash3 fmix32
+_LINES_AT_ONCE = 4096  # lines permuted at once: a notebook of 100k lines needs 2 MiB, not 50 MiB
 
 
 def signature(cells: Iterable[CellRecord], num_perm: int = 128) -> Signature:
-    """The MinHash signature of a content's cells (`shingles`)."""
-    from datasketch import MinHash
+    """The MinHash signature of a content's cells (`shingles`).
 
-    lines = shingles(cells)
-    minhash = MinHash(num_perm=num_perm, seed=1, scheme=SCHEME, permutations=_permutations(num_perm),
-                      hashfunc=zlib.crc32)
-    if lines:
-        minhash.update_batch([line.encode("utf-8", "surrogatepass") for line in sorted(lines)])
-    return Signature(len(lines), np.asarray(minhash.hashvalues, dtype=np.uint32).tobytes())
+    The values are datasketch's (`MinHash(num_perm, seed=1, scheme="affine32", hashfunc=zlib.crc32)`, checked in
+    the tests), computed here with numpy: importing datasketch imports its LSH modules and with them scipy, 46 MiB
+    more in every worker process, for what is ten lines of arithmetic."""
+    lines = sorted(shingles(cells))
+    a, b = _permutations(num_perm)
+    values = np.full(num_perm, np.iinfo(np.uint32).max, dtype=np.uint32)
+    s1, m1, s2, m2, s3 = _MIX
+    for start in range(0, len(lines), _LINES_AT_ONCE):
+        part = lines[start : start + _LINES_AT_ONCE]
+        h = np.array([zlib.crc32(line.encode("utf-8", "surrogatepass")) for line in part], dtype=np.uint32)
+        h = h ^ (h >> s1)
+        h = h * m1
+        h = h ^ (h >> s2)
+        h = h * m2
+        h = (h ^ (h >> s3)).reshape(-1, 1)
+        np.minimum(values, (h * a + b).min(axis=0), out=values)
+    return Signature(len(lines), values.tobytes())
 
 
 @dataclass(frozen=True)
 class Banding:
-    """How signatures are cut into LSH bands: `b` bands of `r` values (datasketch's choice for `min_jaccard`)."""
+    """How signatures are cut into LSH bands: `b` bands of `r` values, chosen as datasketch's `MinHashLSH` chooses
+    them for `min_jaccard` (checked in the tests): the (b, r) with b·r <= `num_perm` that minimise the mean of the
+    false-positive and false-negative probability areas. Chosen once per run, in the main process."""
 
     num_perm: int
     b: int
@@ -103,10 +118,8 @@ class Banding:
 
     @classmethod
     def for_settings(cls, settings: FamilySettings) -> Banding:
-        from datasketch import MinHashLSH
-
-        lsh = MinHashLSH(threshold=settings.min_jaccard, num_perm=settings.num_perm)
-        return cls(settings.num_perm, int(lsh.b), int(lsh.r))
+        b, r = optimal_bands(settings.min_jaccard, settings.num_perm)
+        return cls(settings.num_perm, b, r)
 
     def keys(self, sig: Signature) -> list[tuple[int, int]]:
         """(band, key) pairs: two signatures that agree on all `r` values of a band share that band's key."""
@@ -119,6 +132,26 @@ class Banding:
         """The bucket of a signature's values in one band."""
         piece = values[band * self.r : (band + 1) * self.r].tobytes()
         return int.from_bytes(hashlib.blake2b(piece, digest_size=8).digest(), "big", signed=True)
+
+
+def optimal_bands(threshold: float, num_perm: int) -> tuple[int, int]:
+    """The (bands, rows) that minimise ½·P(false positive) + ½·P(false negative) for Jaccard `threshold`.
+
+    P(a pair of similarity s shares a bucket) = 1 − (1 − s^r)^b, a polynomial of degree b·r <= `num_perm` in s;
+    its areas below and above the threshold are integrated exactly by Gauss–Legendre quadrature of
+    `num_perm`/2 + 1 nodes, for every (b, r) at once (the first minimum in (b, r) order wins, as in datasketch)."""
+    nodes, weights = np.polynomial.legendre.leggauss(num_perm // 2 + 1)
+    pairs = [(b, r) for b in range(1, num_perm + 1) for r in range(1, num_perm // b + 1)]
+    bands = np.array([p[0] for p in pairs], dtype=np.float64)[:, None]
+    rows = np.array([p[1] for p in pairs], dtype=np.float64)[:, None]
+
+    def area(low: float, high: float, missed: bool) -> np.ndarray:
+        s = (high - low) / 2 * nodes + (high + low) / 2
+        hit = 1.0 - (1.0 - s[None, :] ** rows) ** bands
+        return ((1.0 - hit if missed else hit) @ weights) * (high - low) / 2
+
+    error = 0.5 * area(0.0, threshold, missed=False) + 0.5 * area(threshold, 1.0, missed=True)
+    return pairs[int(np.argmin(error))]
 
 
 def state_key(settings: FamilySettings, banding: Banding) -> str:
@@ -196,8 +229,9 @@ class _Graph:
             self.uf.union(na, nb)
 
 
-def update_families(manifest: Any, settings: FamilySettings) -> FamilyReport:
-    """Place pending contents in families and re-split the families of contents that are gone (module doc)."""
+def update_families(manifest: Any, settings: FamilySettings, banding: Banding | None = None) -> FamilyReport:
+    """Place pending contents in families and re-split the families of contents that are gone (module doc).
+    `banding`: the run's (`Banding.for_settings`), when the caller has it already."""
     from nbrecall.index.family_store import family_store
 
     started = time.perf_counter()
@@ -206,13 +240,12 @@ def update_families(manifest: Any, settings: FamilySettings) -> FamilyReport:
     if store is None:
         return report
     with store.step_lock():
-        _update(manifest, store, settings, report)
+        _update(manifest, store, settings, banding or Banding.for_settings(settings), report)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _update(manifest: Any, store: Any, settings: FamilySettings, report: FamilyReport) -> None:
-    banding = Banding.for_settings(settings)
+def _update(manifest: Any, store: Any, settings: FamilySettings, banding: Banding, report: FamilyReport) -> None:
     key = state_key(settings, banding)
     if store.state() != key:  # other settings (or a first run over an index made before families)
         report.rebuilt = True
@@ -451,7 +484,7 @@ class FamilyWriter:
             items = [(sha, signature(self.manifest.cells(sha), self.settings.num_perm)) for sha in part]
             with self.manifest.transaction():
                 self.save(items)
-        report = update_families(self.manifest, self.settings)
+        report = update_families(self.manifest, self.settings, self.banding)
         report.seconds = time.perf_counter() - started
         return report
 
