@@ -289,7 +289,7 @@ class CandidatePairs:
     dst: np.ndarray
 
 
-_MERGE_EVERY = 1 << 22  # pairs gathered before they are merged (deduplicated) into the sorted ones found so far
+_MERGE_EVERY = 1 << 23  # pairs gathered before they are merged into those kept so far (64 MiB)
 
 
 def candidate_pairs(rows: Iterable[Any], wanted: set[str], limit: int) -> CandidatePairs:
@@ -300,35 +300,48 @@ def candidate_pairs(rows: Iterable[Any], wanted: set[str], limit: int) -> Candid
     ids: dict[str, int] = {}
     names: list[str] = []
     is_wanted = bytearray()
-    found = np.empty(0, dtype=np.int64)  # src << 32 | dst, sorted and distinct, in the order ids were given
+    found = np.empty(0, dtype=np.int64)  # src << 32 | dst in the order ids were given: each src's best `limit`
     gathered = array("q")
     bucket: list[int] = []
     last: tuple[int, int] | None = None
 
+    def merge() -> None:
+        """Into `found`: distinct, a content's own id dropped, and only each content's first `limit` mates by hash
+        (the ids' order by hash does not change as more arrive, so a mate cut now would be cut at the end too)."""
+        nonlocal found
+        if not gathered:
+            return
+        pairs = np.unique(np.concatenate([found, np.frombuffer(gathered, dtype=np.int64)]))
+        del gathered[:]
+        src, dst = pairs >> 32, pairs & 0xFFFFFFFF
+        rank = np.empty(len(names), dtype=np.int64)
+        rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names), dtype=np.int64)
+        keep = src != dst
+        pairs, src, dst = pairs[keep], src[keep], rank[dst[keep]]
+        order = np.argsort((src << 32) | dst, kind="stable")
+        pairs, src = pairs[order], src[order]
+        if len(src):
+            starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
+            position = np.arange(len(src)) - np.repeat(starts, np.diff(np.r_[starts, len(src)]))
+            pairs = pairs[position < limit]
+        found = np.sort(pairs)
+
     def flush() -> None:
         if len(bucket) > 1:
             head = bucket[:limit]
-            for member in bucket:
-                if is_wanted[member]:
-                    gathered.extend([(member << 32) | other for other in head])
-            if len(bucket) > limit:
-                rest = bucket[limit : 2 * limit]
-                for member in head:
-                    if is_wanted[member]:
-                        gathered.extend([(member << 32) | other for other in rest])
+            rest = bucket[limit : 2 * limit]
+            members = np.array([m for m in bucket if is_wanted[m]], dtype=np.int64)
+            gathered.frombytes(((members[:, None] << 32) | np.array(head, dtype=np.int64)).tobytes())
+            if rest:
+                members = np.array([m for m in head if is_wanted[m]], dtype=np.int64)
+                gathered.frombytes(((members[:, None] << 32) | np.array(rest, dtype=np.int64)).tobytes())
+            if len(gathered) >= _MERGE_EVERY:
+                merge()
         bucket.clear()
-
-    def merge() -> None:
-        nonlocal found
-        if gathered:
-            found = np.unique(np.concatenate([found, np.frombuffer(gathered, dtype=np.int64)]))
-            del gathered[:]
 
     for band, key, sha in rows:
         if (band, key) != last:
             flush()
-            if len(gathered) >= _MERGE_EVERY:
-                merge()
             last = (band, key)
         at = ids.get(sha)
         if at is None:
@@ -338,21 +351,13 @@ def candidate_pairs(rows: Iterable[Any], wanted: set[str], limit: int) -> Candid
         bucket.append(at)
     flush()
     merge()
-    # ids in hash order, pairs sorted by (src, dst), a content's own id dropped, at most `limit` mates each
+    # ids in hash order, pairs sorted by (src, dst)
     order = sorted(range(len(names)), key=names.__getitem__)
     rank = np.empty(len(names), dtype=np.int64)
     rank[order] = np.arange(len(names), dtype=np.int64)
-    src, dst = rank[found >> 32], rank[found & 0xFFFFFFFF]
+    pairs = np.sort((rank[found >> 32] << 32) | rank[found & 0xFFFFFFFF])
     del found
-    keep = src != dst
-    pairs = np.sort((src[keep] << 32) | dst[keep])
-    del src, dst, keep
     src, dst = (pairs >> 32).astype(np.int32), (pairs & 0xFFFFFFFF).astype(np.int32)
-    del pairs
-    if len(src):
-        starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
-        position = np.arange(len(src)) - np.repeat(starts, np.diff(np.r_[starts, len(src)]))
-        src, dst = src[position < limit], dst[position < limit]
     return CandidatePairs([names[i] for i in order], src, dst)
 
 
