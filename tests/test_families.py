@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from contextlib import closing
 from pathlib import Path
@@ -345,3 +346,90 @@ def test_an_unknown_checkpoints_setting_is_refused(tmp_path: Path, value: str) -
     settings.discover.checkpoints = value
     with pytest.raises(ValueError, match="checkpoints"):
         index(root, settings)
+
+
+def _mates_as_listed_before(rows: list[tuple[int, int, str]], wanted: set[str], limit: int) -> dict[str, list[str]]:
+    """The candidates as the family step listed them before they were integer arrays (sets of hashes): the
+    reference `candidate_pairs` must agree with, bounded buckets included."""
+    out: dict[str, set[str]] = {}
+    buckets: dict[tuple[int, int], list[str]] = {}
+    for band, key, sha in sorted(rows):
+        buckets.setdefault((band, key), []).append(sha)
+    for bucket in buckets.values():
+        if len(bucket) < 2:
+            continue
+        head = bucket[:limit]
+        for sha in bucket:
+            if sha in wanted:
+                out.setdefault(sha, set()).update(head)
+        for sha in head:
+            if sha in wanted and len(bucket) > limit:
+                out[sha].update(bucket[limit : 2 * limit])
+    return {sha: sorted(found - {sha})[:limit] for sha, found in out.items() if found - {sha}}
+
+
+@pytest.mark.parametrize("limit", [2, 5, 400])
+def test_candidate_pairs_as_integer_arrays_are_the_mates_listed_before(limit: int,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbrecall.ingest import families
+
+    rng = random.Random(limit)
+    shas = [f"{rng.getrandbits(64):016x}" for _ in range(60)]
+    # two bands of 4 buckets (buckets of ~15: cut at 2 and 5), four of 40 (small buckets)
+    rows = sorted({(band, rng.randrange(4 if band < 2 else 40), sha) for sha in shas for band in range(6)})
+    wanted = set(rng.sample(shas, 40))
+    monkeypatch.setattr(families, "_MERGE_EVERY", 7)  # merged many times, as on a large archive
+    pairs = families.candidate_pairs(iter(rows), wanted, limit)
+    assert pairs.names == sorted(pairs.names)
+    got: dict[str, list[str]] = {}
+    for s, d in zip(pairs.src.tolist(), pairs.dst.tolist(), strict=True):
+        got.setdefault(pairs.names[s], []).append(pairs.names[d])
+    expected = _mates_as_listed_before(rows, wanted, limit)
+    assert got == expected
+    assert set(got) <= wanted
+    longest = max(len(m) for m in expected.values())
+    assert longest == limit if limit < 400 else longest < limit  # the bound applied where buckets are large
+
+
+def test_signatures_and_bands_are_datasketchs() -> None:
+    """The MinHash and the LSH bands are computed with numpy (no scipy in the workers): datasketch's own
+    `affine32` MinHash and `MinHashLSH` parameters are the reference, so stored signatures stay comparable."""
+    import zlib
+
+    import numpy as np
+    from datasketch import MinHash, MinHashLSH
+
+    from nbrecall.ingest.families import _LINES_AT_ONCE, optimal_bands
+
+    rng = random.Random(7)
+    many = [f"x = {rng.random()} # line {i}" for i in range(_LINES_AT_ONCE * 2 + 5)]  # several parts
+    for lines in ([], ["only one line"], [f"row {i}: {i * i}" for i in range(50)], many):
+        cells = [CellRecord("sha", 0, "c0", "code", None, "\n".join(lines), "")]
+        for num_perm in (64, 128):
+            ours = signature(cells, num_perm)
+            theirs = MinHash(num_perm=num_perm, seed=1, scheme="affine32", hashfunc=zlib.crc32)
+            theirs.update_batch([line.encode("utf-8") for line in shingles(cells)])
+            assert ours.size == len(set(lines))
+            assert np.array_equal(ours.array(), np.asarray(theirs.hashvalues, dtype=np.uint32))
+    for num_perm in (32, 128):
+        for threshold in (0.1, 0.3, 0.5, 0.8):
+            lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+            assert optimal_bands(threshold, num_perm) == (lsh.b, lsh.r), (threshold, num_perm)
+
+
+def test_the_family_step_and_the_workers_import_neither_datasketch_nor_scipy() -> None:
+    """datasketch's package imports its LSH modules and scipy with them (46 MiB in each process): the indexer's
+    signatures and bands do without."""
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "from nbrecall.config import FamilySettings\n"
+              "from nbrecall.ingest import pipeline, worker\n"
+              "from nbrecall.ingest.families import Banding, signature\n"
+              "from nbrecall.records import CellRecord\n"
+              "signature([CellRecord('s', 0, 'c', 'code', None, 'a = 1\\nb = 2', '')])\n"
+              "Banding.for_settings(FamilySettings())\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('scipy', 'datasketch')))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

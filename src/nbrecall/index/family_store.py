@@ -397,42 +397,6 @@ class PgFamilies:
         return [_detail(r) for r in rows if r[6] is not None]
 
 
-def bucket_mates(rows: Iterable[Any], wanted: set[str], limit: int) -> dict[str, list[str]]:
-    """`mates` from (band, key, sha) rows in bucket order: every pair of contents sharing a bucket.
-
-    A first run over a large archive lists millions of pairs: each content's hash is kept once (`same`, not one
-    string per row read) and each content's set becomes its sorted list as it is taken out, so the sets and the
-    lists are not all held at once."""
-    out: dict[str, set[str]] = {}
-    same: dict[str, str] = {}
-    bucket: list[str] = []
-    last: tuple[int, int] | None = None
-
-    def flush() -> None:
-        if len(bucket) > 1:
-            head = bucket[:limit]  # a bucket of thousands (one template): each joins its first `limit`
-            for sha in bucket:
-                if sha in wanted:
-                    out.setdefault(sha, set()).update(head)
-            for sha in head:  # and they see the rest, so that pairs are found from either side
-                if sha in wanted and len(bucket) > limit:
-                    out[sha].update(bucket[limit : 2 * limit])
-        bucket.clear()
-
-    for band, key, sha in rows:
-        if (band, key) != last:
-            flush()
-            last = (band, key)
-        bucket.append(same.setdefault(sha, sha))
-    flush()
-    mates: dict[str, list[str]] = {}
-    for sha in sorted(out):
-        found = out.pop(sha)
-        found.discard(sha)
-        mates[sha] = sorted(found)[:limit]
-    return mates
-
-
 def _detail(row: Any) -> dict[str, Any]:
 
     sha, year, author, deprecated, health, mtime_ns, rel, n_paths = row

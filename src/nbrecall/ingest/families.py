@@ -10,10 +10,11 @@ How two contents are found to be versions, in time linear in the archive:
 * Shingles are the distinct lines of a notebook's sources and of its indexed (filtered) outputs, whitespace
   collapsed; lines without a letter or digit do not count. A changed parameter changes one line; a re-run that
   changed a table changes its rows.
-* Each content gets a MinHash signature of its shingles (datasketch, `num_perm` permutations), computed in the
-  worker that chunks it, and an LSH index over bands of the signature (`b` bands of `r` rows, chosen by
-  datasketch for `min_jaccard`) lives in the manifest (`family_bands`), so the candidates of a new notebook are a
-  lookup of its own buckets, never a pass over the archive (a first run reads the buckets once, in order).
+* Each content gets a MinHash signature of its shingles (datasketch's `affine32` MinHash, `num_perm` permutations,
+  computed with numpy) in the worker that chunks it, and an LSH index over bands of the signature (`b` bands of
+  `r` rows, chosen as datasketch's LSH chooses them for `min_jaccard`) lives in the manifest (`family_bands`),
+  so the candidates of a new notebook are a lookup of its own buckets, never a pass over the archive (a first
+  run reads the buckets once, in order).
 * A candidate pair is an edge when the estimated Jaccard similarity J is at least `min_jaccard` and the estimated
   share of the smaller notebook's lines found in the larger (J·(|A|+|B|) / ((1+J)·min(|A|,|B|))) is at least
   `threshold`, and they have at least `min_shared` lines in common: a `_v2` with one changed cell, a copy with its
@@ -32,11 +33,11 @@ is recomputed; a killed run leaves the pending marks, and the next run finishes 
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import re
 import time
 import zlib
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -51,8 +52,8 @@ if TYPE_CHECKING:
     from nbrecall.records import CellRecord
 
 SHINGLES_VERSION = "lines-1 crc32"  # what a shingle is and how it is hashed; a change re-signs every content
-SCHEME = "affine32"  # datasketch's permutation scheme (uint32 hash values); lines hashed with CRC-32 (datasketch
-# mixes each hash with a MurmurHash3 finaliser before permuting; SHA-1, its default, cost 4x as much per line)
+SCHEME = "affine32"  # datasketch's permutation scheme (uint32 hash values); lines hashed with CRC-32, each mixed
+# with a MurmurHash3 finaliser before permuting, as datasketch does (SHA-1, its default, cost 4x as much per line)
 MAX_MATES = 400  # candidates looked at per content: a bucket shared by thousands (one template) stays bounded
 
 _WORDLIKE = re.compile(r"\w")
@@ -67,35 +68,49 @@ def shingles(cells: Iterable[CellRecord]) -> set[str]:
     return {line for line in found if _WORDLIKE.search(line)}
 
 
-def _permutations(num_perm: int) -> Any:
-    """datasketch's permutations for `num_perm` (seed 1), made once per process: each MinHash reuses them."""
-    from datasketch import MinHash
-
+def _permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+    """The affine permutations h -> a·h + b (mod 2^32, `a` odd) of datasketch's `affine32` scheme, seed 1."""
     cached = _PERMUTATIONS.get(num_perm)
     if cached is None:
-        cached = MinHash(num_perm=num_perm, seed=1, scheme=SCHEME).permutations
-        _PERMUTATIONS[num_perm] = cached
+        gen = np.random.RandomState(1)
+        a = gen.randint(0, 1 << 31, num_perm, dtype=np.uint32) * np.uint32(2) + np.uint32(1)
+        b = gen.randint(0, 1 << 32, num_perm, dtype=np.uint32)
+        cached = _PERMUTATIONS[num_perm] = (a, b)
     return cached
 
 
-_PERMUTATIONS: dict[int, Any] = {}  # a cache of constants derived from `num_perm`: same value in every process
+_PERMUTATIONS: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # constants derived from `num_perm`, made once
+_MIX = (np.uint32(16), np.uint32(0x85EBCA6B), np.uint32(13), np.uint32(0xC2B2AE35), np.uint32(16))  # MurmurHash3 fmix32
+_LINES_AT_ONCE = 4096  # lines permuted at once: a notebook of 100k lines needs 2 MiB, not 50 MiB
 
 
 def signature(cells: Iterable[CellRecord], num_perm: int = 128) -> Signature:
-    """The MinHash signature of a content's cells (`shingles`)."""
-    from datasketch import MinHash
+    """The MinHash signature of a content's cells (`shingles`).
 
-    lines = shingles(cells)
-    minhash = MinHash(num_perm=num_perm, seed=1, scheme=SCHEME, permutations=_permutations(num_perm),
-                      hashfunc=zlib.crc32)
-    if lines:
-        minhash.update_batch([line.encode("utf-8", "surrogatepass") for line in sorted(lines)])
-    return Signature(len(lines), np.asarray(minhash.hashvalues, dtype=np.uint32).tobytes())
+    The values are datasketch's (`MinHash(num_perm, seed=1, scheme="affine32", hashfunc=zlib.crc32)`, checked in
+    the tests), computed here with numpy: importing datasketch imports its LSH modules and with them scipy, 46 MiB
+    more in every worker process, for what is ten lines of arithmetic."""
+    lines = sorted(shingles(cells))
+    a, b = _permutations(num_perm)
+    values = np.full(num_perm, np.iinfo(np.uint32).max, dtype=np.uint32)
+    s1, m1, s2, m2, s3 = _MIX
+    for start in range(0, len(lines), _LINES_AT_ONCE):
+        part = lines[start : start + _LINES_AT_ONCE]
+        h = np.array([zlib.crc32(line.encode("utf-8", "surrogatepass")) for line in part], dtype=np.uint32)
+        h = h ^ (h >> s1)
+        h = h * m1
+        h = h ^ (h >> s2)
+        h = h * m2
+        h = (h ^ (h >> s3)).reshape(-1, 1)
+        np.minimum(values, (h * a + b).min(axis=0), out=values)
+    return Signature(len(lines), values.tobytes())
 
 
 @dataclass(frozen=True)
 class Banding:
-    """How signatures are cut into LSH bands: `b` bands of `r` values (datasketch's choice for `min_jaccard`)."""
+    """How signatures are cut into LSH bands: `b` bands of `r` values, chosen as datasketch's `MinHashLSH` chooses
+    them for `min_jaccard` (checked in the tests): the (b, r) with b·r <= `num_perm` that minimise the mean of the
+    false-positive and false-negative probability areas. Chosen once per run, in the main process."""
 
     num_perm: int
     b: int
@@ -103,22 +118,40 @@ class Banding:
 
     @classmethod
     def for_settings(cls, settings: FamilySettings) -> Banding:
-        from datasketch import MinHashLSH
-
-        lsh = MinHashLSH(threshold=settings.min_jaccard, num_perm=settings.num_perm)
-        return cls(settings.num_perm, int(lsh.b), int(lsh.r))
+        b, r = optimal_bands(settings.min_jaccard, settings.num_perm)
+        return cls(settings.num_perm, b, r)
 
     def keys(self, sig: Signature) -> list[tuple[int, int]]:
         """(band, key) pairs: two signatures that agree on all `r` values of a band share that band's key."""
         values = sig.array()
         if sig.size == 0 or len(values) != self.num_perm:
             return []
-        out = []
-        for band in range(self.b):
-            piece = values[band * self.r : (band + 1) * self.r].tobytes()
-            key = int.from_bytes(hashlib.blake2b(piece, digest_size=8).digest(), "big", signed=True)
-            out.append((band, key))
-        return out
+        return [(band, self.key(values, band)) for band in range(self.b)]
+
+    def key(self, values: np.ndarray, band: int) -> int:
+        """The bucket of a signature's values in one band."""
+        piece = values[band * self.r : (band + 1) * self.r].tobytes()
+        return int.from_bytes(hashlib.blake2b(piece, digest_size=8).digest(), "big", signed=True)
+
+
+def optimal_bands(threshold: float, num_perm: int) -> tuple[int, int]:
+    """The (bands, rows) that minimise ½·P(false positive) + ½·P(false negative) for Jaccard `threshold`.
+
+    P(a pair of similarity s shares a bucket) = 1 − (1 − s^r)^b, a polynomial of degree b·r <= `num_perm` in s;
+    its areas below and above the threshold are integrated exactly by Gauss–Legendre quadrature of
+    `num_perm`/2 + 1 nodes, for every (b, r) at once (the first minimum in (b, r) order wins, as in datasketch)."""
+    nodes, weights = np.polynomial.legendre.leggauss(num_perm // 2 + 1)
+    pairs = [(b, r) for b in range(1, num_perm + 1) for r in range(1, num_perm // b + 1)]
+    bands = np.array([p[0] for p in pairs], dtype=np.float64)[:, None]
+    rows = np.array([p[1] for p in pairs], dtype=np.float64)[:, None]
+
+    def area(low: float, high: float, missed: bool) -> np.ndarray:
+        s = (high - low) / 2 * nodes + (high + low) / 2
+        hit = 1.0 - (1.0 - s[None, :] ** rows) ** bands
+        return ((1.0 - hit if missed else hit) @ weights) * (high - low) / 2
+
+    error = 0.5 * area(0.0, threshold, missed=False) + 0.5 * area(threshold, 1.0, missed=True)
+    return pairs[int(np.argmin(error))]
 
 
 def state_key(settings: FamilySettings, banding: Banding) -> str:
@@ -196,8 +229,9 @@ class _Graph:
             self.uf.union(na, nb)
 
 
-def update_families(manifest: Any, settings: FamilySettings) -> FamilyReport:
-    """Place pending contents in families and re-split the families of contents that are gone (module doc)."""
+def update_families(manifest: Any, settings: FamilySettings, banding: Banding | None = None) -> FamilyReport:
+    """Place pending contents in families and re-split the families of contents that are gone (module doc).
+    `banding`: the run's (`Banding.for_settings`), when the caller has it already."""
     from nbrecall.index.family_store import family_store
 
     started = time.perf_counter()
@@ -206,13 +240,12 @@ def update_families(manifest: Any, settings: FamilySettings) -> FamilyReport:
     if store is None:
         return report
     with store.step_lock():
-        _update(manifest, store, settings, report)
+        _update(manifest, store, settings, banding or Banding.for_settings(settings), report)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _update(manifest: Any, store: Any, settings: FamilySettings, report: FamilyReport) -> None:
-    banding = Banding.for_settings(settings)
+def _update(manifest: Any, store: Any, settings: FamilySettings, banding: Banding, report: FamilyReport) -> None:
     key = state_key(settings, banding)
     if store.state() != key:  # other settings (or a first run over an index made before families)
         report.rebuilt = True
@@ -220,10 +253,13 @@ def _update(manifest: Any, store: Any, settings: FamilySettings, report: FamilyR
             store.rebuild_bands(banding)
             store.set_state(key)
     unbanded = store.unbanded()
-    if unbanded:  # the run's new signatures into the LSH index, in one pass sorted by bucket
-        rows = sorted((band, key, sha) for sha, sig in unbanded.items() for band, key in banding.keys(sig))
+    if unbanded:  # the run's new signatures into the LSH index, band by band, each sorted by bucket
+        arrays = {sha: sig.array() for sha, sig in unbanded.items()
+                  if sig.size and len(sig.array()) == banding.num_perm}
         with manifest.transaction():
-            store.add_bands(rows, sorted(unbanded))
+            for band in range(banding.b):
+                store.add_bands(sorted((band, banding.key(values, band), sha) for sha, values in arrays.items()), [])
+            store.add_bands([], sorted(unbanded))
     gone = store.gone()
     pending = store.pending()
     if gone or pending:
@@ -231,15 +267,98 @@ def _update(manifest: Any, store: Any, settings: FamilySettings, report: FamilyR
     report.families, report.in_families = store.counts()
 
 
-def _mates(store: Any, banding: Banding, free: set[str], sigs: dict[str, Signature]) -> dict[str, list[str]]:
+def _candidates(store: Any, banding: Banding, free: set[str], sigs: dict[str, Signature]) -> CandidatePairs:
     """The LSH candidates of each content in `free`: contents sharing a bucket with it. A large share of the
     archive (a first run) reads the buckets whole, in order; a few contents read only their own buckets."""
-    from nbrecall.index.family_store import bucket_mates
-
     if len(free) * 4 >= store.count_signatures():
-        return bucket_mates(store.all_bucket_rows(), free, MAX_MATES)
+        return candidate_pairs(store.all_bucket_rows(), free, MAX_MATES)
     keys = [key for sha in free if sha in sigs for key in banding.keys(sigs[sha])]
-    return bucket_mates(store.bucket_rows(keys), free, MAX_MATES)
+    return candidate_pairs(store.bucket_rows(keys), free, MAX_MATES)
+
+
+@dataclass
+class CandidatePairs:
+    """Candidate pairs as integer arrays: `names[src[i]]` has `names[dst[i]]` among its mates.
+
+    `names` is sorted, so an id orders like its content hash; the pairs are sorted by (src, dst), each content
+    has at most `limit` mates (the first by hash) and only contents being placed have any. Held as int32
+    arrays (8 bytes a pair), not Python strings in sets: a first run over 40k notebooks has millions of pairs."""
+
+    names: list[str]
+    src: np.ndarray
+    dst: np.ndarray
+
+
+_MERGE_EVERY = 1 << 23  # pairs gathered before they are merged into those kept so far (64 MiB)
+
+
+def candidate_pairs(rows: Iterable[Any], wanted: set[str], limit: int) -> CandidatePairs:
+    """`CandidatePairs` from (band, key, sha) rows in bucket order (by band, key, then sha).
+
+    A bucket of thousands (one template) stays bounded: each of its members joins its first `limit` members, and
+    those see the next `limit`, so that pairs are found from either side."""
+    ids: dict[str, int] = {}
+    names: list[str] = []
+    is_wanted = bytearray()
+    found = np.empty(0, dtype=np.int64)  # src << 32 | dst in the order ids were given: each src's best `limit`
+    gathered = array("q")
+    bucket: list[int] = []
+    last: tuple[int, int] | None = None
+
+    def merge() -> None:
+        """Into `found`: distinct, a content's own id dropped, and only each content's first `limit` mates by hash
+        (the ids' order by hash does not change as more arrive, so a mate cut now would be cut at the end too)."""
+        nonlocal found
+        if not gathered:
+            return
+        pairs = np.unique(np.concatenate([found, np.frombuffer(gathered, dtype=np.int64)]))
+        del gathered[:]
+        src, dst = pairs >> 32, pairs & 0xFFFFFFFF
+        rank = np.empty(len(names), dtype=np.int64)
+        rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names), dtype=np.int64)
+        keep = src != dst
+        pairs, src, dst = pairs[keep], src[keep], rank[dst[keep]]
+        order = np.argsort((src << 32) | dst, kind="stable")
+        pairs, src = pairs[order], src[order]
+        if len(src):
+            starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
+            position = np.arange(len(src)) - np.repeat(starts, np.diff(np.r_[starts, len(src)]))
+            pairs = pairs[position < limit]
+        found = np.sort(pairs)
+
+    def flush() -> None:
+        if len(bucket) > 1:
+            head = bucket[:limit]
+            rest = bucket[limit : 2 * limit]
+            members = np.array([m for m in bucket if is_wanted[m]], dtype=np.int64)
+            gathered.frombytes(((members[:, None] << 32) | np.array(head, dtype=np.int64)).tobytes())
+            if rest:
+                members = np.array([m for m in head if is_wanted[m]], dtype=np.int64)
+                gathered.frombytes(((members[:, None] << 32) | np.array(rest, dtype=np.int64)).tobytes())
+            if len(gathered) >= _MERGE_EVERY:
+                merge()
+        bucket.clear()
+
+    for band, key, sha in rows:
+        if (band, key) != last:
+            flush()
+            last = (band, key)
+        at = ids.get(sha)
+        if at is None:
+            at = ids[sha] = len(names)
+            names.append(sha)
+            is_wanted.append(sha in wanted)
+        bucket.append(at)
+    flush()
+    merge()
+    # ids in hash order, pairs sorted by (src, dst)
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names), dtype=np.int64)
+    pairs = np.sort((rank[found >> 32] << 32) | rank[found & 0xFFFFFFFF])
+    del found
+    src, dst = (pairs >> 32).astype(np.int32), (pairs & 0xFFFFFFFF).astype(np.int32)
+    return CandidatePairs([names[i] for i in order], src, dst)
 
 
 def _step(manifest: Any, store: Any, settings: FamilySettings, banding: Banding, gone: list[str], pending: list[str],
@@ -253,24 +372,16 @@ def _step(manifest: Any, store: Any, settings: FamilySettings, banding: Banding,
     # Edges: candidates from the LSH buckets of every content being placed, verified on their signatures, and
     # checkpoint ↔ saved notebook by path.
     sigs = store.signatures(graph.free | gone_set)
-    mates = _mates(store, banding, graph.free, sigs)
+    cands = _candidates(store, banding, graph.free, sigs)
     saved = _checkpoint_pairs(manifest, store, graph.free, gone_set)
-    others = ({m for pairs in mates.values() for m in pairs} | {b for _a, b in saved}) - graph.free - gone_set
+    mated = {cands.names[i] for i in np.unique(cands.dst)}
+    others = (mated | {b for _a, b in saved}) - graph.free - gone_set
     graph.family_of = {sha: fam for sha, fam in store.families_of(others).items() if fam not in affected}
     sigs.update(store.signatures(others - set(sigs)))
-    arrays = {sha: sig.array() for sha, sig in sigs.items()}
     for sha in sorted(graph.free):
         graph.uf.find(sha)
-        mine = sigs.get(sha)
-        if mine is None:
-            continue
-        # each pair once (both placed: from the smaller hash), every candidate of one content in one numpy pass
-        cands = [m for m in mates.get(sha, []) if m in sigs and m not in gone_set and graph.node(m) is not None
-                 and not (m < sha and m in graph.free and _listed(mates.get(m, []), sha))]
-        if not cands:
-            continue
-        for mate in _verified(mine, arrays[sha], cands, sigs, arrays, settings):
-            graph.edge(sha, mate)
+    for a, b in _verified_pairs(cands, sigs, graph, gone_set, settings):
+        graph.edge(a, b)
     for a, b in saved:
         graph.edge(a, b)
     # Components → families: an unaffected family node brings its members along (relabelled when merged).
@@ -296,28 +407,42 @@ def _step(manifest: Any, store: Any, settings: FamilySettings, banding: Banding,
     report.resplit = len({old[sha] for sha in gone_set if sha in old})
 
 
-def _listed(found: list[str], sha: str) -> bool:
-    """`sha` in a sorted list of mates (a binary search: no second copy of every list as a set)."""
-    at = bisect.bisect_left(found, sha)
-    return at < len(found) and found[at] == sha
+_VERIFY_CHUNK = 1 << 16  # pairs compared at once (two gathered matrices of 64k x num_perm uint32: 64 MiB at 128)
 
 
-def _verified(mine: Signature, values: np.ndarray, cands: list[str], sigs: dict[str, Signature],
-              arrays: dict[str, np.ndarray], settings: FamilySettings) -> list[str]:
-    """The candidates that are versions of `mine` (`are_versions`, vectorised over the candidates)."""
-    if mine.size < settings.min_shared:
-        return []
-    matrix = np.stack([arrays[c] for c in cands])
-    if matrix.shape[1] != len(values):
-        return []
-    jaccard = (matrix == values).mean(axis=1)
-    sizes = np.array([sigs[c].size for c in cands], dtype=np.float64)
-    smaller = np.minimum(sizes, mine.size)
-    shared = jaccard * (sizes + mine.size) / (1.0 + jaccard)
-    containment = np.minimum(1.0, shared / np.maximum(smaller, 1.0))
-    keep = ((smaller >= settings.min_shared) & (jaccard >= settings.min_jaccard)
-            & (containment >= settings.threshold) & (shared >= settings.min_shared))
-    return [c for c, ok in zip(cands, keep, strict=True) if ok]
+def _verified_pairs(cands: CandidatePairs, sigs: dict[str, Signature], graph: _Graph, gone: set[str],
+                    settings: FamilySettings) -> list[tuple[str, str]]:
+    """The candidate pairs that are versions (`are_versions`, vectorised): each unordered pair once, between
+    contents that have a signature of `num_perm` values, are not gone and are placed or in an unaffected family."""
+    names = cands.names
+    usable = np.zeros(len(names), dtype=bool)
+    matrix = np.zeros((len(names), settings.num_perm), dtype=np.uint32)
+    sizes = np.zeros(len(names), dtype=np.float64)
+    for i, sha in enumerate(names):
+        sig = sigs.get(sha)
+        if sig is None or sha in gone or graph.node(sha) is None:
+            continue
+        values = sig.array()
+        if len(values) != settings.num_perm:
+            continue
+        usable[i], matrix[i], sizes[i] = True, values, sig.size
+    # a pair is looked at once, whichever side listed it (the verdict is symmetric)
+    low, high = np.minimum(cands.src, cands.dst).astype(np.int64), np.maximum(cands.src, cands.dst).astype(np.int64)
+    both = usable[low] & usable[high]
+    pairs = np.unique((low[both] << 32) | high[both])
+    del low, high, both
+    edges: list[tuple[str, str]] = []
+    for start in range(0, len(pairs), _VERIFY_CHUNK):
+        part = pairs[start : start + _VERIFY_CHUNK]
+        a, b = part >> 32, part & 0xFFFFFFFF
+        jaccard = (matrix[a] == matrix[b]).mean(axis=1)
+        smaller = np.minimum(sizes[a], sizes[b])
+        shared = jaccard * (sizes[a] + sizes[b]) / (1.0 + jaccard)
+        containment = np.minimum(1.0, shared / np.maximum(smaller, 1.0))
+        keep = ((smaller >= settings.min_shared) & (jaccard >= settings.min_jaccard)
+                & (containment >= settings.threshold) & (shared >= settings.min_shared))
+        edges.extend((names[x], names[y]) for x, y in zip(a[keep].tolist(), b[keep].tolist(), strict=True))
+    return edges
 
 
 def _checkpoint_pairs(manifest: Any, store: Any, free: set[str], gone: set[str]) -> list[tuple[str, str]]:
@@ -364,7 +489,7 @@ class FamilyWriter:
             items = [(sha, signature(self.manifest.cells(sha), self.settings.num_perm)) for sha in part]
             with self.manifest.transaction():
                 self.save(items)
-        report = update_families(self.manifest, self.settings)
+        report = update_families(self.manifest, self.settings, self.banding)
         report.seconds = time.perf_counter() - started
         return report
 
