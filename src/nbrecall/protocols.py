@@ -11,21 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only (a status or a search imports this before it needs numpy or the fact reader)
+    import numpy as np
 
-from nbrecall.notebook.facts import Fact
-from nbrecall.records import (
-    CellRecord,
-    ChunkRow,
-    ContentRecord,
-    FileRecord,
-    FusionSettings,
-    PendingVector,
-    SearchFilters,
-    StoreHit,
-)
+    from nbrecall.notebook.facts import Fact
+    from nbrecall.records import (
+        CellRecord,
+        ChunkRow,
+        ContentRecord,
+        FileRecord,
+        FusionSettings,
+        PendingVector,
+        SearchFilters,
+        StoreHit,
+    )
 
 
 @runtime_checkable
