@@ -596,7 +596,7 @@ def test_the_queue_length_is_kept_through_adds_replaces_and_removals(tmp_path: P
 
 
 def test_a_keyword_only_index_is_searched_without_a_question_vector(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
 ) -> None:
     """While no chunk has a vector (vectors deferred or off), a search does not embed the question nor run the
     vector list (at 2.47 M chunks a scan of null vectors, ~0.9 s); once vectors are there, it does."""
@@ -605,7 +605,7 @@ def test_a_keyword_only_index_is_searched_without_a_question_vector(
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)
     settings = settings_for(index)
-    store = LanceStore(index / "lance", hash_embedder.dim)
+    store = open_store(settings, hash_embedder.dim)
     run_index([root], settings, hash_embedder, store, defer_vectors=True)
     archive = Archive(settings, _embedder=hash_embedder, _store=store)
     assert not archive.manifest.holds_vectors()
