@@ -173,3 +173,24 @@ def test_status_shows_reasons_as_written_and_unwrapped(tmp_path: Path, model_cac
     assert "'^[a-zA-Z0-9-_]+$'" in line
     as_json = json.loads(run(["status", "--index", str(index), "--json"], model_cache).stdout)
     assert "'^[a-zA-Z0-9-_]+$'" in as_json["quarantined"][0]["reason"]
+
+
+def test_status_lists_the_first_quarantined_files_and_all_with_a_flag(tmp_path: Path, model_cache: Path) -> None:
+    """A share with many broken files: the table shows the first ten and counts the rest; --quarantined and
+    --json list every one."""
+    archive = tmp_path / "share"
+    archive.mkdir()
+    for i in range(13):
+        (archive / f"broken_{i:02d}.ipynb").write_text('{"nbformat": 4, "cells": [' + " " * i, encoding="utf-8")
+    index = tmp_path / "idx"
+    indexed = run(["index", str(archive), "--index", str(index), "--no-vectors"], model_cache)
+    assert indexed.exit_code == 0, indexed.output
+    short = run(["status", "--index", str(index)], model_cache)
+    assert short.exit_code == 0, short.output
+    listed = [name for name in (f"broken_{i:02d}.ipynb" for i in range(13)) if name in short.stdout]
+    assert len(listed) == 10 and "13 quarantined file(s)" in short.stdout
+    assert "… and 3 more" in short.stdout and "--quarantined" in short.stdout
+    full = run(["status", "--index", str(index), "--quarantined"], model_cache)
+    assert all(f"broken_{i:02d}.ipynb" in full.stdout for i in range(13)) and "more:" not in full.stdout
+    as_json = json.loads(run(["status", "--index", str(index), "--json"], model_cache).stdout)
+    assert len(as_json["quarantined"]) == 13

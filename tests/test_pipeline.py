@@ -552,3 +552,68 @@ def test_a_background_refresh_that_fails_fails_the_run(tmp_path: Path, monkeypat
     with pytest.raises(Exception, match="no space left on the device"):
         run_index([tmp_path / "share"], settings, embedder, store, batch_notebooks=2)
     assert store.refreshes >= 2
+
+
+def test_the_queue_length_is_kept_through_adds_replaces_and_removals(tmp_path: Path) -> None:
+    """`pending_count` reads a kept count (no COUNT(*) over millions of rows); it must equal the rows queued after
+    every kind of write, and an index written before the count was kept gets it at its first writable open."""
+    from nbrecall.records import ContentRecord, PendingVector
+
+    manifest = SqliteManifest(tmp_path / "m.sqlite")
+
+    def queued() -> int:
+        return int(manifest.db.execute("SELECT COUNT(*) FROM pending_vectors").fetchone()[0])
+
+    a, b = "a" * 64, "b" * 64
+    items = [PendingVector(f"{sha[:20]}-{i}", sha, 1.0, f"text {i}") for sha in (a, b) for i in range(700)]
+    with manifest.transaction():
+        manifest.save_pending(items)
+    assert manifest.pending_count() == queued() == 1400
+    with manifest.transaction():  # queued again (a repeated batch): replaced, not counted twice
+        manifest.save_pending(items[:600] + items[:3])
+    assert manifest.pending_count() == queued() == 1400
+    with manifest.transaction():  # embedded or gone: off the queue either way
+        manifest.vectors_done(items[:100], {items[0].chunk_id})
+    assert manifest.pending_count() == queued() == 1300
+    with manifest.transaction():  # a content saved again drops its old queue
+        manifest.save_contents([ContentRecord(a, "indexed", "", "r", "a.ipynb")], [])
+    assert manifest.pending_count() == queued() == 700
+    with manifest.transaction():
+        manifest.delete_contents([b])
+    assert manifest.pending_count() == queued() == 0
+    with manifest.transaction():
+        manifest.save_pending(items[:5])
+    manifest.db.execute("DROP TABLE counters")  # as an index written before the count was kept
+    manifest.db.commit()
+    manifest.close()
+    readonly = SqliteManifest(tmp_path / "m.sqlite", readonly=True)
+    assert readonly.pending_count() == 5  # counted
+    readonly.close()
+    migrated = SqliteManifest(tmp_path / "m.sqlite")
+    assert migrated.pending_count() == 5
+    assert migrated.db.execute("SELECT value FROM counters").fetchone()[0] == 5
+    migrated.close()
+
+
+def test_a_keyword_only_index_is_searched_without_a_question_vector(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
+) -> None:
+    """While no chunk has a vector (vectors deferred or off), a search does not embed the question nor run the
+    vector list (at 2.47 M chunks a scan of null vectors, ~0.9 s); once vectors are there, it does."""
+    from nbrecall.service import Archive
+
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    settings = settings_for(index)
+    store = open_store(settings, hash_embedder.dim)
+    run_index([root], settings, hash_embedder, store, defer_vectors=True)
+    archive = Archive(settings, _embedder=hash_embedder, _store=store)
+    assert not archive.manifest.holds_vectors()
+    assert archive.query_vector("ballast distribution") is None and hash_embedder.calls == []
+    found = archive.search("ballast distribution PSV")
+    assert found.notebooks and found.notebooks[0].notebook.endswith("ballast.ipynb")
+
+    run_index([root], settings, hash_embedder, store)  # the queue embedded
+    calls = len(hash_embedder.calls)
+    assert archive.manifest.holds_vectors()  # the reader sees the run's commit
+    assert archive.query_vector("ballast distribution") is not None and len(hash_embedder.calls) == calls + 1

@@ -11,21 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only (a status or a search imports this before it needs numpy or the fact reader)
+    import numpy as np
 
-from nbrecall.notebook.facts import Fact
-from nbrecall.records import (
-    CellRecord,
-    ChunkRow,
-    ContentRecord,
-    FileRecord,
-    FusionSettings,
-    PendingVector,
-    SearchFilters,
-    StoreHit,
-)
+    from nbrecall.notebook.facts import Fact
+    from nbrecall.records import (
+        CellRecord,
+        ChunkRow,
+        ContentRecord,
+        FileRecord,
+        FusionSettings,
+        PendingVector,
+        SearchFilters,
+        StoreHit,
+    )
 
 
 @runtime_checkable
@@ -87,6 +88,7 @@ class Manifest(Protocol):
     def content_shas(self) -> set[str]: ...
     def fingerprints(self) -> dict[str, str]: ...
     def indexed_shas(self, among: Iterable[str] | None = None) -> set[str]: ...
+    def holds_vectors(self) -> bool: ...
     def paths_of(self, sha: str) -> list[tuple[str, str]]: ...
     def cells(self, sha: str, start: int = 0, stop: int | None = None) -> list[CellRecord]: ...
     def cell_index(self, sha: str, cell_id: str) -> int | None: ...

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: `nbrecall status` imports the records without numpy or the fact reader
+    import numpy as np
 
-from nbrecall.notebook.facts import Fact
+    from nbrecall.notebook.facts import Fact
 
 FACT_KIND = "fact"  # one value a notebook shows (`notebook.facts.Fact`): searched apart from the content
 CONTENT_KINDS = ("text", "code", "table", "scalar", "error", "figure")  # every other kind `ingest.chunk` makes
@@ -226,4 +227,6 @@ class Signature:
     hashes: bytes  # `num_perm` uint32 values
 
     def array(self) -> np.ndarray:
+        import numpy as np
+
         return np.frombuffer(self.hashes, dtype=np.uint32)

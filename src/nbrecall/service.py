@@ -42,6 +42,7 @@ class Archive:
     _embedder: Embedder | None = field(default=None, repr=False)
     _store: Store | None = field(default=None, repr=False)
     _last_vector: tuple[str, np.ndarray] | None = field(default=None, repr=False)
+    _holds_vectors: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         if not backends.index_exists(self.settings):
@@ -64,9 +65,18 @@ class Archive:
             self._store = open_store(self.settings, self.embedder.dim)
         return self._store
 
+    def holds_vectors(self) -> bool:
+        """Whether the index has any vector to search yet (asked again until it has: a `serve` that follows an
+        index run sees vectors arrive; once there, they stay)."""
+        if not self._holds_vectors:
+            self._holds_vectors = self.manifest.holds_vectors()
+        return self._holds_vectors
+
     def query_vector(self, query: str) -> np.ndarray | None:
-        """The question's vector (None with vectors off); the last one is kept, since an answer searches twice."""
-        if not query.strip() or not self.settings.embed.enabled:
+        """The question's vector: None with vectors off, or while the index holds none (keyword-only: built with
+        `--no-vectors`, or its vectors not filled yet), where a vector list would only scan a column of nulls.
+        The last one is kept, since an answer searches twice."""
+        if not query.strip() or not self.settings.embed.enabled or not self.holds_vectors():
             return None
         if self._last_vector is None or self._last_vector[0] != query:
             if self._store is None:

@@ -15,12 +15,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from nbrecall.index.faults import damaged
-from nbrecall.notebook.facts import Fact
 from nbrecall.records import CellRecord, ContentRecord, FileRecord, PendingVector
+
+if TYPE_CHECKING:  # read when facts are (the fact reader imports the output rules: 0.3 s of a `status`)
+    from nbrecall.notebook.facts import Fact
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -48,7 +50,14 @@ CREATE INDEX IF NOT EXISTS contents_render ON contents (status, json_extract(met
 CREATE TABLE IF NOT EXISTS facts (
     sha256 TEXT NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL,
     PRIMARY KEY (sha256, seq));
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
+
+# The queue's length is kept in `counters` by the methods below that add to it or take from it, one update per
+# call: `SELECT COUNT(*) FROM pending_vectors` took 0.19 s of every `nbrecall status` (and of every page's counts)
+# with 2.47 M chunks queued. (Triggers would keep it too, but cost +50% on every queue write.) An index written
+# before the count was kept gets it, counted once, at its first writable open.
+PENDING = "pending_vectors"
 
 
 class SqliteManifest:
@@ -67,6 +76,9 @@ class SqliteManifest:
                 self.db = sqlite3.connect(path, check_same_thread=False)
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.executescript(SCHEMA)
+                with self.db:
+                    self.db.execute("INSERT OR IGNORE INTO counters (name, value) VALUES (?,"
+                                    " (SELECT COUNT(*) FROM pending_vectors))", (PENDING,))
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError):
                 raise
@@ -113,17 +125,29 @@ class SqliteManifest:
         being visible in the transaction that points the path at its new content (a reader never sees both).
 
         `among`: only these candidates (a search's hits): at 40,000 notebooks building the whole set took 160 ms
-        of every search."""
-        sql = "SELECT sha256 FROM contents WHERE status = 'indexed' AND sha256 IN (SELECT sha256 FROM files)"
+        of every search. They are looked up by primary key, and each one's file by `files_sha`: `+status` keeps
+        SQLite from walking the `contents_counts` index over every indexed content instead, and a correlated
+        EXISTS from listing every file's hash (the plain `IN (SELECT sha256 FROM files)` form took 0.21 s per
+        search at 41,000 notebooks; this one 0.3 ms warm, bench/README.md)."""
         if among is None:
+            sql = "SELECT sha256 FROM contents WHERE status = 'indexed' AND sha256 IN (SELECT sha256 FROM files)"
             return {r[0] for r in self.db.execute(sql)}
+        sql = ("SELECT c.sha256 FROM contents c WHERE +c.status = 'indexed' AND c.sha256 IN ({marks})"
+               " AND EXISTS (SELECT 1 FROM files f WHERE f.sha256 = c.sha256)")
         wanted = sorted(set(among))
         found: set[str] = set()
         for start in range(0, len(wanted), 500):
             part = wanted[start : start + 500]
-            marks = ", ".join("?" * len(part))
-            found.update(r[0] for r in self.db.execute(f"{sql} AND sha256 IN ({marks})", part))
+            found.update(r[0] for r in self.db.execute(sql.format(marks=", ".join("?" * len(part))), part))
         return found
+
+    def holds_vectors(self) -> bool:
+        """Whether any indexed chunk has a vector (`contents.n_embedded`; ~2 ms at 41,000 notebooks over the
+        `contents_counts` index): a keyword-only index (`--no-vectors`, or vectors not filled yet) need not
+        embed the question nor scan a vector column of nulls (0.9 s per list at 2.47 M chunks)."""
+        row = self.db.execute(
+            "SELECT EXISTS (SELECT 1 FROM contents WHERE status = 'indexed' AND n_embedded > 0)").fetchone()
+        return bool(row[0])
 
     def paths_of(self, sha: str) -> list[tuple[str, str]]:
         return [
@@ -170,7 +194,8 @@ class SqliteManifest:
         now = time.time()
         for rec in records:
             self.db.execute("DELETE FROM cells WHERE sha256 = ?", (rec.sha256,))
-            self.db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (rec.sha256,))
+            dropped = self.db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (rec.sha256,)).rowcount
+            self._count_pending(-dropped)
             self.db.execute("DELETE FROM facts WHERE sha256 = ?", (rec.sha256,))
             self.db.execute(
                 "INSERT OR REPLACE INTO contents (sha256, status, reason, root, rel, n_cells, n_chunks, n_embedded,"
@@ -203,10 +228,23 @@ class SqliteManifest:
 
     def save_pending(self, items: Iterable[PendingVector]) -> None:
         """Queue chunks for embedding (after `save_contents` of their notebooks, in the same transaction)."""
+        rows = {p.chunk_id: (p.chunk_id, p.sha256, p.priority, p.text) for p in items}
+        ids = sorted(rows)
+        queued = 0  # already queued: replaced, not added (`save_contents` has emptied their notebooks' queue)
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ", ".join("?" * len(part))
+            queued += self.db.execute(f"SELECT COUNT(*) FROM pending_vectors WHERE chunk_id IN ({marks})",
+                                      part).fetchone()[0]
         self.db.executemany(
             "INSERT OR REPLACE INTO pending_vectors (chunk_id, sha256, priority, text) VALUES (?, ?, ?, ?)",
-            [(p.chunk_id, p.sha256, p.priority, p.text) for p in items],
+            list(rows.values()),
         )
+        self._count_pending(len(rows) - queued)
+
+    def _count_pending(self, change: int) -> None:
+        if change:
+            self.db.execute("UPDATE counters SET value = value + ? WHERE name = ?", (change, PENDING))
 
     def pending(self, limit: int) -> list[PendingVector]:
         """The next chunks to embed, by priority (recent, healthy notebooks first)."""
@@ -217,6 +255,14 @@ class SqliteManifest:
         return [PendingVector(*row) for row in rows]
 
     def pending_count(self) -> int:
+        """Chunks waiting for a vector: the kept count (`PENDING`); counted in an index written before
+        it was kept and opened read-only here."""
+        try:
+            row = self.db.execute("SELECT value FROM counters WHERE name = ?", (PENDING,)).fetchone()
+        except sqlite3.OperationalError:  # no counters table
+            row = None
+        if row is not None:
+            return int(row[0])
         return int(self.db.execute("SELECT COUNT(*) FROM pending_vectors").fetchone()[0])
 
     def vectors_done(self, items: Iterable[PendingVector], embedded: set[str]) -> None:
@@ -225,7 +271,8 @@ class SqliteManifest:
         for item in items:
             if item.chunk_id in embedded:
                 per_sha[item.sha256] = per_sha.get(item.sha256, 0) + 1
-        self.db.executemany("DELETE FROM pending_vectors WHERE chunk_id = ?", [(p.chunk_id,) for p in items])
+        removed = self.db.executemany("DELETE FROM pending_vectors WHERE chunk_id = ?", [(p.chunk_id,) for p in items])
+        self._count_pending(-removed.rowcount)
         self.db.executemany(
             "UPDATE contents SET n_embedded = MIN(n_chunks, n_embedded + ?) WHERE sha256 = ?",
             [(count, sha) for sha, count in per_sha.items()],
@@ -255,7 +302,7 @@ class SqliteManifest:
         for sha in shas:
             self.db.execute("DELETE FROM cells WHERE sha256 = ?", (sha,))
             self.db.execute("DELETE FROM facts WHERE sha256 = ?", (sha,))
-            self.db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (sha,))
+            self._count_pending(-self.db.execute("DELETE FROM pending_vectors WHERE sha256 = ?", (sha,)).rowcount)
             self.db.execute("DELETE FROM contents WHERE sha256 = ?", (sha,))
         return list(shas)
 
@@ -338,6 +385,8 @@ def fact_json(fact: Fact) -> str:
 
 
 def fact_from_json(text: str) -> Fact:
+    from nbrecall.notebook.facts import Fact
+
     data = json.loads(text)
     known = {k: v for k, v in data.items() if k in Fact.__dataclass_fields__}
     for required in ("cell", "cell_id", "value", "label", "shown"):  # empty ones were left out

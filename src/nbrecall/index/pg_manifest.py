@@ -98,6 +98,11 @@ class PgManifest:
             return {r[0] for r in self._all(sql)}
         return {r[0] for r in self._all(sql + " AND c.sha256 = ANY(%s)", (sorted(set(among)),))}
 
+    def holds_vectors(self) -> bool:
+        """Whether any indexed chunk has a vector (see `SqliteManifest.holds_vectors`)."""
+        rows = self._all("SELECT EXISTS (SELECT 1 FROM contents WHERE status = 'indexed' AND n_embedded > 0)")
+        return bool(rows[0][0])
+
     def paths_of(self, sha: str) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self._all(
             "SELECT root, rel FROM files WHERE sha256 = %s ORDER BY root COLLATE \"C\", rel COLLATE \"C\"", (sha,))]
