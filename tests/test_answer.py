@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from copy import deepcopy as copy
 from pathlib import Path
 
@@ -271,9 +272,26 @@ def test_context_lists_the_best_values_first_and_they_are_citable(archive: Archi
     assert "1,284.6" in listed or "1284.6" in listed
     assert context.tokens <= archive.settings.answer.context_tokens
     assert count_llm_tokens(listed) <= archive.settings.answer.context_tokens * 0.2
-    cited = [line.rsplit("[", 1)[1].split(" › Cell ") for line in listed.splitlines()[1:]]
-    for notebook, cell in cited:
-        assert (notebook, int(cell.split("]")[0])) in context.citable()
+    lines = listed.splitlines()[1:]
+    cited = [re.match(r"- \[(.+?) › Cell (\d+)\]", line) for line in lines]
+    assert all(cited) and len({(m[1], m[2]) for m in cited if m}) == len(lines)  # one line per cell
+    for m in cited:
+        assert m is not None and (m[1], int(m[2])) in context.citable()
+
+
+def test_context_lists_the_values_of_a_cell_on_one_line() -> None:
+    # the best value's cell also prints the one asked for: both are listed, the cell cited once
+    from nbrecall.answer.context import ContextValue
+
+    values = [ContextValue("pump_efficiency = 0.707", "pump.ipynb", "s1", 2, "c2", "Cost"),
+              ContextValue("Profit = 42.7", "plant.ipynb", "s2", 9, "c9"),
+              ContextValue("The cost is 84033.2", "pump.ipynb", "s1", 2, "c2", "Cost")]
+    cells = [CellRecord("s1", 2, "c2", "code", 1, "cost = 1", "")]
+    found = SearchResult("q", [NotebookResult("s1", "pump.ipynb", "/r", 1.0, [
+        Hit("pump.ipynb", "/r", 2, [2], "c2", "code", 1.0, "", "", "s1")], neighbourhood=cells)])
+    listed = build_context(found, 3000, values=values).text.split("\n\n", 1)[0].splitlines()
+    assert listed[1:] == ["- [pump.ipynb › Cell 2] (Cost): pump_efficiency = 0.707; The cost is 84033.2",
+                          "- [plant.ipynb › Cell 9]: Profit = 42.7"]
 
 
 def _fake_result(cells: list[CellRecord]) -> SearchResult:
