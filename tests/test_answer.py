@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from copy import deepcopy as copy
 from pathlib import Path
 
 import pandas as pd
@@ -270,9 +272,26 @@ def test_context_lists_the_best_values_first_and_they_are_citable(archive: Archi
     assert "1,284.6" in listed or "1284.6" in listed
     assert context.tokens <= archive.settings.answer.context_tokens
     assert count_llm_tokens(listed) <= archive.settings.answer.context_tokens * 0.2
-    cited = [line.rsplit("[", 1)[1].split(" › Cell ") for line in listed.splitlines()[1:]]
-    for notebook, cell in cited:
-        assert (notebook, int(cell.split("]")[0])) in context.citable()
+    lines = listed.splitlines()[1:]
+    cited = [re.match(r"- \[(.+?) › Cell (\d+)\]", line) for line in lines]
+    assert all(cited) and len({(m[1], m[2]) for m in cited if m}) == len(lines)  # one line per cell
+    for m in cited:
+        assert m is not None and (m[1], int(m[2])) in context.citable()
+
+
+def test_context_lists_the_values_of_a_cell_on_one_line() -> None:
+    # the best value's cell also prints the one asked for: both are listed, the cell cited once
+    from nbrecall.answer.context import ContextValue
+
+    values = [ContextValue("pump_efficiency = 0.707", "pump.ipynb", "s1", 2, "c2", "Cost"),
+              ContextValue("Profit = 42.7", "plant.ipynb", "s2", 9, "c9"),
+              ContextValue("The cost is 84033.2", "pump.ipynb", "s1", 2, "c2", "Cost")]
+    cells = [CellRecord("s1", 2, "c2", "code", 1, "cost = 1", "")]
+    found = SearchResult("q", [NotebookResult("s1", "pump.ipynb", "/r", 1.0, [
+        Hit("pump.ipynb", "/r", 2, [2], "c2", "code", 1.0, "", "", "s1")], neighbourhood=cells)])
+    listed = build_context(found, 3000, values=values).text.split("\n\n", 1)[0].splitlines()
+    assert listed[1:] == ["- [pump.ipynb › Cell 2] (Cost): pump_efficiency = 0.707; The cost is 84033.2",
+                          "- [plant.ipynb › Cell 9]: Profit = 42.7"]
 
 
 def _fake_result(cells: list[CellRecord]) -> SearchResult:
@@ -312,3 +331,28 @@ def test_equal_scores_put_the_last_printout_of_a_label_first() -> None:
     ranked = score(read_question("converged flow Q_std"), cands, found)
     assert ranked[0].score == ranked[1].score
     assert [c.fact.value for c in ranked] == ["922210.2", "1176795.8"]
+
+
+def test_a_constant_the_code_sets_does_not_beat_what_its_cell_prints() -> None:
+    # the cell sets `pump_efficiency = 0.707` and prints the cost it computes: the constant is closer to the
+    # question's words ("pump"), the printed cost is what the question asks about (its subject: the cost)
+    from nbrecall.answer.values import RankedFact, ValueWeights, score
+    from nbrecall.notebook.facts import Fact
+
+    sha = "p" * 40
+    given = Fact(2, "c2", "0.707", "pump_efficiency", "pump_efficiency = 0.707", origin="input", number=0.707)
+    cost = Fact(2, "c2", "84033.2", "The cost", "The cost is 84033.2", origin="line", number=84033.2)
+    other = Fact(5, "c5", "0.9", "motor efficiency", "motor efficiency = 0.9", origin="input", number=0.9)
+    cands = [RankedFact(given, "pump.ipynb", sha, None, 0, signals={"similarity": 1.0, "keyword_raw": 1.0}),
+             RankedFact(cost, "pump.ipynb", sha, None, 0, signals={"similarity": 0.0, "keyword_raw": 1.0}),
+             RankedFact(other, "pump.ipynb", sha, None, 0, signals={"similarity": 0.0, "keyword_raw": 1.0})]
+    hit = Hit("pump.ipynb", "share", 2, [2], "c2", "code", 1.0, "", "", nb_sha=sha)
+    found = SearchResult("cost", [NotebookResult(sha, "pump.ipynb", "share", 1.0, [hit], cell_scores={2: 1.0})])
+    question = read_question("annual cost of running the pump")
+    off = score(question, [copy(c) for c in cands], found, ValueWeights(shown_first=0.0))
+    assert off[0].fact.label == "pump_efficiency"  # without the rule the constant wins on its words
+    ranked = score(question, [copy(c) for c in cands], found)
+    assert [c.fact.label for c in ranked[:2]] == ["The cost", "pump_efficiency"]
+    # a constant whose name holds the question's subject still answers a question about that constant
+    asked = score(read_question("pump efficiency used for the annual cost"), [copy(c) for c in cands], found)
+    assert asked[0].fact.label == "pump_efficiency"

@@ -81,7 +81,7 @@ def _extra_cells(result: SearchResult, archive: Archive, max_notebooks: int) -> 
     return extra
 
 
-CONTEXT_VALUES = 12  # value facts listed at most in the LLM context
+CONTEXT_VALUES = 12  # cells whose values are listed in the LLM context, at most
 
 
 def llm_context(question: str, result: SearchResult, archive: Archive, settings: Settings,
@@ -93,8 +93,9 @@ def llm_context(question: str, result: SearchResult, archive: Archive, settings:
     if result.notebooks:
         if ranked is None:
             ranked = rank_values(read_question(question), result, archive, filters)
+        cells = {(c.nb_sha, c.fact.cell) for c in pick_values(ranked, CONTEXT_VALUES)}
         values = [ContextValue(c.fact.statement(), c.notebook, c.nb_sha, c.fact.cell, c.fact.cell_id, c.fact.heading)
-                  for c in pick_values(ranked, CONTEXT_VALUES)]
+                  for c in ranked if (c.nb_sha, c.fact.cell) in cells]
     return build_context(
         result, settings.answer.context_tokens, max_notebooks=top, extra=_extra_cells(result, archive, top),
         values=values,

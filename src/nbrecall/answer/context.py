@@ -162,26 +162,40 @@ class ContextValue:
     cell_id: str
     heading: str = ""
 
-    def line(self) -> str:
+    def place(self) -> str:
         where = f" ({self.heading})" if self.heading else ""
-        return f"- {self.shown} [{self.notebook} › Cell {self.cell}]{where}"
+        return f"[{self.notebook} › Cell {self.cell}]{where}"
 
 
-VALUES_HEADING = "# Values printed in these notebooks (best match first; each cites its cell)"
+VALUES_HEADING = "# Values printed in these notebooks (best match first; each line cites its cell)"
 VALUES_SHARE = 0.2  # of the budget, at most, for the value list: the cells are what the model reads
+VALUES_PER_CELL = 4  # values of one cell on its line, at most
 
 
 def _values_block(values: list[ContextValue], budget: int) -> tuple[str, list[ContextValue]]:
-    """As many of `values` as fit in `budget` tokens, one line each under `VALUES_HEADING`."""
-    lines = [VALUES_HEADING]
-    kept: list[ContextValue] = []
+    """As many of `values` as fit in `budget` tokens, one line per cell under `VALUES_HEADING`, the cells in the
+    order of their best value: a cell's citation and heading are written once, so the values that share a
+    printout with the best one (the cost beside the efficiency it was computed with) cost a few tokens each."""
+    groups: dict[tuple[str, int], list[ContextValue]] = {}
     for value in values:
-        line = value.line()
-        if count_llm_tokens("\n".join([*lines, line])) > budget:
+        members = groups.setdefault((value.nb_sha, value.cell), [])
+        if len(members) < VALUES_PER_CELL:
+            members.append(value)
+
+    def render(lines: list[list[ContextValue]]) -> str:
+        rows = [f"- {group[0].place()}: " + "; ".join(v.shown for v in group) for group in lines]
+        return "\n".join([VALUES_HEADING, *rows])
+
+    kept: list[list[ContextValue]] = []
+    for group in groups.values():
+        for n in range(len(group), 0, -1):  # the whole line if it fits, else its best values
+            if count_llm_tokens(render([*kept, group[:n]])) <= budget:
+                kept.append(group[:n])
+                break
+        else:
             break
-        lines.append(line)
-        kept.append(value)
-    return ("\n".join(lines), kept) if kept else ("", [])
+    listed = [v for group in kept for v in group]
+    return (render(kept), listed) if kept else ("", [])
 
 
 def build_context(

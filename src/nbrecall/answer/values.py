@@ -66,6 +66,7 @@ class ValueWeights:
     spread: float = 0.0  # a cell next to one retrieval found gets this share of its score, per cell of distance
     inputs: float = 0.5  # times the share of the question's numbers that the fact's cell sets or passes
     outside: float = 0.8  # multiplies the score of a fact whose notebook retrieval did not rank
+    shown_first: float = 1.0  # 1: a constant the code sets never beats a value its own cell shows (0: off)
 
 
 @dataclass
@@ -248,6 +249,22 @@ def _parents(cands: list[RankedFact]) -> dict[int, RankedFact]:
     return parents
 
 
+def _shown_before_inputs(cands: list[RankedFact]) -> None:
+    """A constant the code sets (`pump_efficiency = 0.707`) is placed just below the best value its own cell shows
+    (`The cost is $84033.24`), unless its name holds more of what the question asks about: the author printed what
+    the cell computes, and the constants it starts from are what it is computed from. In place."""
+    shown: dict[tuple[str, int], RankedFact] = {}
+    for cand in cands:
+        if cand.fact.origin != "input":
+            key = (cand.nb_sha, cand.fact.cell)
+            if key not in shown or cand.score > shown[key].score:
+                shown[key] = cand
+    for cand in cands:
+        best = shown.get((cand.nb_sha, cand.fact.cell)) if cand.fact.origin == "input" else None
+        if best is not None and cand.score > best.score and cand.signals["subject"] <= best.signals["subject"]:
+            cand.score = best.score - 1e-6
+
+
 def score(question: Question, cands: list[RankedFact], result: SearchResult,
           weights: ValueWeights | None = None) -> list[RankedFact]:
     """Score every candidate (in place) and return them best first."""
@@ -302,6 +319,8 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
         entry = next(c for c in cands if id(c) == cand_id)
         if entry.signals["label"] <= whole.signals["label"]:
             entry.score = min(entry.score, whole.score - 1e-6)
+    if w.shown_first:
+        _shown_before_inputs(cands)
     # equal scores: the last printout of a repeated label in a cell (a loop's or a solver's result) before the first
     return sorted(cands, key=lambda c: (-c.score, c.rank if c.rank is not None else 99, c.fact.cell,
                                         not c.fact.final, c.fact.position))
