@@ -181,3 +181,24 @@ def test_plugin_settings_are_validated(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown setting 'plugins\.load' \(known: load_entrypoints\)"):
         load_settings(config, env={})
     assert load_settings(env={}).plugins.load_entrypoints is True
+
+
+class Broken:
+    @hookimpl
+    def nbrecall_notebook_metadata(self, rel_path: str) -> object:
+        if rel_path.startswith("misc/"):
+            raise KeyError("no drawing register")
+        return ["not", "a", "dict"] if "feeder" in rel_path else None
+
+
+def test_a_failing_metadata_plugin_quarantines_the_notebook_with_a_reason_naming_it(tmp_path: Path) -> None:
+    make_share(tmp_path / "share")
+    settings = Settings(index_dir=tmp_path / "idx")
+    manager = plugin_manager(settings, entrypoints=False)
+    manager.register(Broken(), name="broken-register")
+    report = run_index([tmp_path / "share"], settings, HashEmbedder(), LanceStore(settings.index_dir / "lance", 384),
+                       plugins=manager)
+    reasons = dict(report.quarantined)
+    assert report.notebooks_indexed == 1 and set(reasons) == {"misc/notes.ipynb", "class-feeder/ballast.ipynb"}
+    assert "metadata plugin (broken-register) failed on misc/notes.ipynb: KeyError" in reasons["misc/notes.ipynb"]
+    assert "returned list" in reasons["class-feeder/ballast.ipynb"]

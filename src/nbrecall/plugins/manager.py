@@ -75,19 +75,22 @@ def metadata_fields(
     manager: PluginManager, rel_path: str, file_path: Path | None, notebook: Any, metadata: Any
 ) -> dict[str, str]:
     """The extra fields the metadata extractors return for one notebook, merged in the order the plugins were
-    registered (a later one wins a name); names and values stripped, empty ones dropped. ValueError when an
-    extractor returns something that is not a dict of text."""
-    results = manager.hook.nbrecall_notebook_metadata(
-        rel_path=rel_path, file_path=file_path, notebook=notebook, metadata=metadata
-    )
+    registered (a later one wins a name); names and values stripped, empty ones dropped. ValueError, naming the
+    extractors, when one raises or returns something that is not a dict of text (the notebook is quarantined
+    with that reason)."""
+    hook = manager.hook.nbrecall_notebook_metadata
+    names = ", ".join(impl.plugin_name for impl in hook.get_hookimpls())
+    try:
+        results = hook(rel_path=rel_path, file_path=file_path, notebook=notebook, metadata=metadata)
+    except Exception as exc:
+        raise ValueError(f"a metadata plugin ({names}) failed on {rel_path}: {type(exc).__name__}: {exc}") from exc
     fields: dict[str, str] = {}
     for result in reversed(results):  # pluggy calls the last registered first
         if not isinstance(result, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in result.items()
         ):
-            names = [impl.plugin_name for impl in manager.hook.nbrecall_notebook_metadata.get_hookimpls()]
             raise ValueError(
-                f"a metadata plugin ({', '.join(names)}) returned {type(result).__name__} for {rel_path}; "
+                f"a metadata plugin ({names}) returned {type(result).__name__} for {rel_path}; "
                 "nbrecall_notebook_metadata returns a dict of text fields or None"
             )
         for key, value in result.items():
