@@ -202,3 +202,20 @@ def test_a_failing_metadata_plugin_quarantines_the_notebook_with_a_reason_naming
     assert report.notebooks_indexed == 1 and set(reasons) == {"misc/notes.ipynb", "class-feeder/ballast.ipynb"}
     assert "metadata plugin (broken-register) failed on misc/notes.ipynb: KeyError" in reasons["misc/notes.ipynb"]
     assert "returned list" in reasons["class-feeder/ballast.ipynb"]
+
+
+@pytest.mark.slow
+def test_a_worker_without_the_runs_metadata_plugin_stops_the_run(tmp_path: Path) -> None:
+    """Out of process, a worker builds its own manager from the settings (entry points); one that lacks the run's
+    metadata plugin would index without its fields, so its fingerprint differs and the run stops (a fault, not
+    quarantined notebooks)."""
+    from nbrecall.executor import ProcessExecutor
+    from nbrecall.ingest.worker import WorkerFault
+
+    make_share(tmp_path / "share")
+    settings = Settings(index_dir=tmp_path / "idx")
+    manager = plugin_manager(settings, entrypoints=False)
+    manager.register(plugin_vessel, name="vessel")
+    with ProcessExecutor(1) as pool, pytest.raises(WorkerFault, match="would chunk with .*metadata plugins vessel"):
+        run_index([tmp_path / "share"], settings, HashEmbedder(), LanceStore(settings.index_dir / "lance", 384),
+                  executor=pool, plugins=manager)
