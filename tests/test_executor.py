@@ -132,7 +132,8 @@ def test_executor_kinds_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_cli_says_what_is_wrong_with_the_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nbrecall.cli import app
 
-    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder", lambda settings: HashEmbedder())
+    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder",
+                        lambda settings, plugins=None: HashEmbedder())
     root = tmp_path / "share"
     write_nb(root / "a.ipynb", [code("x = 1", 1)])
     runner = CliRunner()
@@ -206,7 +207,7 @@ def test_build_notebook_returns_rows_a_reason_or_a_fault(tmp_path: Path) -> None
     assert moved.index_dir == Path(".nbrecall").absolute()
     # Out of process, the worker builds the configured embedder; a run with another one is stopped, not quarantined.
     other = build_notebook(str(root / "calcs/c1.ipynb"), "calcs/c1.ipynb", str(root), "e" * 64, settings,
-                           expect=fingerprint(settings, emb))
+                           expect=fingerprint(settings, emb, None))
     assert other.built is None and "would chunk with" in other.fault and "model hash-test@1" in other.fault
 
 

@@ -90,7 +90,8 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def hash_cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     """The CLI with the test embedder in place of the bundled model."""
-    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder", lambda settings: HashEmbedder())
+    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder",
+                        lambda settings, plugins=None: HashEmbedder())
     return CliRunner()
 
 

@@ -523,7 +523,8 @@ def test_store_settings_from_file_environment_and_cli(
 
     from nbrecall.cli import app
 
-    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder", lambda settings: HashEmbedder())
+    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder",
+                        lambda settings, plugins=None: HashEmbedder())
     runner = CliRunner()
     root = tmp_path / "share"
     make_notebooks(root, "c", 2)

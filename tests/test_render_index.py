@@ -187,7 +187,8 @@ def test_cli_search_text_and_status_show_the_render(tmp_path: Path, monkeypatch:
     index(root, settings)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("NBRECALL_CONFIG", raising=False)
-    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder", lambda _settings: HashEmbedder())
+    monkeypatch.setattr("nbrecall.index.embedder_from_settings.make_embedder",
+                        lambda _settings, plugins=None: HashEmbedder())
     runner = CliRunner()
     res = runner.invoke(
         cli_app,

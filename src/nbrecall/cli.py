@@ -378,6 +378,7 @@ def index(
     from nbrecall.index.embedder_from_settings import make_embedder
     from nbrecall.ingest.lock import IndexLocked
     from nbrecall.ingest.pipeline import run_index
+    from nbrecall.plugins import plugin_manager
     from nbrecall.service import open_store
 
     settings = _settings(config, index_dir, store)
@@ -390,7 +391,8 @@ def index(
     with _index_faults(settings, "opening"):
         index_exists(settings)  # a bad store URL or a server that is down: said now, before the model loads
     pool = _executor(settings, executor)  # an unreachable cluster is said now too
-    embedder = make_embedder(settings)
+    plugins = plugin_manager(settings)
+    embedder = make_embedder(settings, plugins)
     with _index_faults(settings, "opening"):
         chunks = open_store(settings, embedder.dim)
     started = time.perf_counter()
@@ -411,7 +413,7 @@ def index(
         try:
             with pool, _index_faults(settings, "indexing"):
                 result = run_index(roots, settings, embedder, chunks, progress=report, defer_vectors=defer_vectors,
-                                   executor=pool)
+                                   executor=pool, plugins=plugins)
         except IndexLocked as exc:
             err.print(f"[red]locked:[/red] {_plain(exc)}")
             raise typer.Exit(3) from exc
@@ -1103,6 +1105,7 @@ def ask(
     settings = _settings(config, index_dir, store)
     if extractive:
         settings.answer.base_url = None
+        settings.answer.kind = "extractive"
     options = {"year": year, "project": project, "author": author, "tag": tag,
                "include_deprecated": include_deprecated}
     events = _answer_through_server(settings, question, options)

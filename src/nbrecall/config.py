@@ -119,7 +119,8 @@ class FamilySettings:
 class AnswerSettings:
     """The answer stage (architecture §9): an optional OpenAI-compatible chat endpoint and the context budget.
 
-    Without `base_url` and `model` answers are extractive (no LLM). The API key never lives in the config file:
+    Without `base_url` and `model` answers are extractive (no LLM); `kind` names the answerer outright
+    ("extractive", "llm", or a plugin's). The API key never lives in the config file:
     it comes from $NBRECALL_LLM_API_KEY or from the encrypted store written by `nbrecall key set`.
     """
 
@@ -133,6 +134,7 @@ class AnswerSettings:
     max_tokens: int = 800  # longest answer asked of the model
     temperature: float = 0.1
     secrets_file: str | None = None  # encrypted API keys; default <index>/secrets.json
+    kind: str = ""  # "": the LLM when base_url and model are set, else extractive; "extractive", "llm", a plugin's
 
 
 @dataclass
@@ -230,6 +232,14 @@ class ServeSettings:
 
 
 @dataclass
+class PluginSettings:
+    """Plugins (`nbrecall.plugins`, docs/architecture.md "Plugins"): the built-in ones always register; the ones
+    installed under the entry-point group `nbrecall` are loaded unless `load_entrypoints = false`."""
+
+    load_entrypoints: bool = True
+
+
+@dataclass
 class Settings:
     """Everything configurable, in one object."""
 
@@ -246,6 +256,7 @@ class Settings:
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
     serve: ServeSettings = field(default_factory=ServeSettings)
+    plugins: PluginSettings = field(default_factory=PluginSettings)
     config_path: PathText | None = None
 
 

@@ -12,6 +12,7 @@ from nbrecall import backends
 from nbrecall.config import Settings
 from nbrecall.index import embedder_from_settings
 from nbrecall.index.embed import Embedder
+from nbrecall.plugins import PluginManager, plugin_manager
 from nbrecall.protocols import Store
 from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import SearchResult, retrieve
@@ -36,10 +37,12 @@ def prepare_index(settings: Settings, embedder: Embedder) -> Store:
 
 @dataclass
 class Archive:
-    """An opened index: search it; models are loaded once, at first use."""
+    """An opened index: search it; models are loaded once, at first use. `plugins`: the plugin manager the
+    embedder and the answerer come through (built from the settings at first use unless given)."""
 
     settings: Settings
     _embedder: Embedder | None = field(default=None, repr=False)
+    _plugins: PluginManager | None = field(default=None, repr=False)
     _store: Store | None = field(default=None, repr=False)
     _last_vector: tuple[str, np.ndarray] | None = field(default=None, repr=False)
     _holds_vectors: bool = field(default=False, repr=False)
@@ -54,9 +57,15 @@ class Archive:
         self.manifest = backends.open_manifest(self.settings, readonly=True)
 
     @property
+    def plugins(self) -> PluginManager:
+        if self._plugins is None:
+            self._plugins = plugin_manager(self.settings)
+        return self._plugins
+
+    @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = embedder_from_settings.make_embedder(self.settings)
+            self._embedder = embedder_from_settings.make_embedder(self.settings, self.plugins)
         return self._embedder
 
     @property

@@ -14,8 +14,10 @@ answer follows; the `done` event always carries the answer to keep.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nbrecall.answer.answerers import make_answerer
 from nbrecall.answer.compose import extractive_answer, pick_values
 from nbrecall.answer.context import Context, ContextValue, build_context
 from nbrecall.answer.llm import SYSTEM_PROMPT, LLMClient, LLMError, ThinkFilter, parse_citations, user_message
@@ -53,20 +55,42 @@ def stream_answer(
     if not question:
         yield from _events(Answer(question, "Ask a question about the notebooks.", [], "extractive", "empty question"))
         return
+    answerer = make_answerer(settings, archive.plugins)  # `[answer] kind`, through the plugin hook
     result = archive.search(question, filters)
-    if not llm_configured(settings):
+    yield from answerer.stream(question, result, archive, filters)
+
+
+@dataclass
+class ExtractiveAnswerer:
+    """The value, sentence or row that best answers (`compose.extractive_answer`), without an LLM."""
+
+    settings: Settings
+
+    def stream(
+        self, question: str, result: SearchResult, archive: Archive, filters: SearchFilters | None
+    ) -> Iterator[AnswerEvent]:
         found = extractive_answer(question, result, archive, filters)
-        if settings.answer.base_url and not settings.answer.model:
+        if self.settings.answer.base_url and not self.settings.answer.model:
             missing = "answer.base_url is set but answer.model is not (NBRECALL_LLM_MODEL): extractive answer shown"
             found.notice = f"{missing} ({found.notice})" if found.notice else missing
         yield from _events(found)
-        return
-    if not result.notebooks:
-        found = extractive_answer(question, result, archive, filters)
-        found.notice = "no matching notebook: the LLM was not asked"
-        yield from _events(found)
-        return
-    yield from _llm_events(question, result, archive, settings, filters)
+
+
+@dataclass
+class LLMAnswerer:
+    """The configured LLM, streamed over the context and citing cells; the extractive answer when it fails."""
+
+    settings: Settings
+
+    def stream(
+        self, question: str, result: SearchResult, archive: Archive, filters: SearchFilters | None
+    ) -> Iterator[AnswerEvent]:
+        if not result.notebooks:
+            found = extractive_answer(question, result, archive, filters)
+            found.notice = "no matching notebook: the LLM was not asked"
+            yield from _events(found)
+            return
+        yield from _llm_events(question, result, archive, self.settings, filters)
 
 
 def _extra_cells(result: SearchResult, archive: Archive, max_notebooks: int) -> dict[str, list[CellRecord]]:

@@ -21,6 +21,7 @@ from nbrecall.notebook.analysis import analyse
 from nbrecall.notebook.facts import extract_facts
 from nbrecall.notebook.outputs import OutputLimits
 from nbrecall.notebook.read import read_notebook
+from nbrecall.plugins import PluginManager, metadata_fingerprint
 from nbrecall.records import CellRecord, ChunkRow, ContentRecord
 from nbrecall.vision.factory import fingerprint_part
 
@@ -56,21 +57,23 @@ def _budget(settings: Settings, embedder: Embedder) -> int:
     return settings.chunk.budget_tokens or int(embedder.max_tokens * 0.8)
 
 
-def fingerprint(settings: Settings, embedder: Embedder) -> str:
-    """What the chunks of a notebook depend on besides its content; a change re-chunks the archive."""
+def fingerprint(settings: Settings, embedder: Embedder, plugins: PluginManager | None) -> str:
+    """What the chunks of a notebook depend on besides its content; a change re-chunks the archive. `plugins`:
+    the run's manager (its metadata extractors' names and versions count; none: the fingerprint is as before)."""
     return (f"chunker {CHUNKER_VERSION}; budget {_budget(settings, embedder)}; outputs "
             f"{settings.chunk.max_output_chars}; model {embedder.model_id}; vectors {settings.embed.enabled}"
-            f"{fingerprint_part(settings)}")
+            f"{fingerprint_part(settings)}{metadata_fingerprint(plugins)}")
 
 
 def build_rows(
-    path: Path, rel: str, root: str, sha: str, settings: Settings, embedder: Embedder, report: IndexReport
+    path: Path, rel: str, root: str, sha: str, settings: Settings, embedder: Embedder, report: IndexReport,
+    plugins: PluginManager,
 ) -> tuple[list[Chunk], ContentRecord, list[CellRecord], list[ChunkRow]]:
     """Parse, analyse and chunk one notebook; raises NotebookUnreadable for quarantine.
 
     When a render of this content exists (`ingest.renders`), its fresh outputs are indexed in place of the file's
     own (`fresh`/`changed`), or the original outputs are indexed and flagged stale (`stale`). Metadata, health and
-    execution-order warnings always describe the file itself.
+    execution-order warnings always describe the file itself. `plugins`: the run's manager (metadata hooks).
     """
     started = time.perf_counter()
     original = read_notebook(path, display_path=rel)
@@ -81,7 +84,7 @@ def build_rows(
     if render_meta:
         report.add_time("renders", time.perf_counter() - started)
     started = time.perf_counter()
-    meta = notebook_meta(original, rel, analysis, settings.metadata, file_path=path)
+    meta = notebook_meta(original, rel, analysis, settings.metadata, file_path=path, plugins=plugins)
     limits = OutputLimits(max_chars=settings.chunk.max_output_chars)
     rendered = render_cells(nb, limits, analysis.trees)
     report.add_time("chunk", time.perf_counter() - started)
@@ -129,7 +132,7 @@ def build_rows(
         for ch in chunks
     ]
     meta_dict = asdict(meta)
-    meta_dict["fingerprint"] = fingerprint(settings, embedder)
+    meta_dict["fingerprint"] = fingerprint(settings, embedder, plugins)
     meta_dict["notes"] = nb.notes
     meta_dict["nbformat"] = f"{nb.nbformat}.{nb.nbformat_minor}"
     meta_dict["order_warnings"] = analysis.order.warnings

@@ -15,6 +15,7 @@ from pathlib import Path, PureWindowsPath
 from nbrecall.config import MetadataSettings
 from nbrecall.notebook.analysis import Analysis, mask_magics
 from nbrecall.notebook.model import Notebook
+from nbrecall.plugins import PluginManager, metadata_fields
 
 _READERS = {
     "read_csv",
@@ -224,9 +225,12 @@ def sidecar_tags(path: Path, suffix: str) -> list[str]:
 
 
 def notebook_meta(
-    nb: Notebook, rel_path: str, analysis: Analysis, settings: MetadataSettings, file_path: Path | None = None
+    nb: Notebook, rel_path: str, analysis: Analysis, settings: MetadataSettings, file_path: Path | None = None,
+    plugins: PluginManager | None = None,
 ) -> NotebookMeta:
-    """Metadata from path rules, the notebook's own metadata, sidecar tags and the analysis."""
+    """Metadata from path rules, the notebook's own metadata, sidecar tags and the analysis; then the fields of
+    the metadata plugins (`plugins`' `nbrecall_notebook_metadata` hook), kept in `extra` and added to the tags as
+    `name:value`, so the tag filter finds them (docs/architecture.md, "Plugins")."""
     meta = NotebookMeta(language=nb.language, language_version=nb.language_version)
     posix = rel_path.replace("\\", "/")
     for rule in settings.compiled_rules():
@@ -267,4 +271,8 @@ def notebook_meta(
     meta.executed_fraction = order.executed_fraction
     meta.has_errors = order.has_errors
     meta.inputs = find_inputs(nb, file_path.parent if file_path else None, analysis.trees)
+    if plugins is not None:
+        found = metadata_fields(plugins, posix, file_path, nb, meta)
+        meta.extra.update(found)
+        meta.tags = sorted(set(meta.tags) | {f"{key}:{value}" for key, value in found.items()})
     return meta

@@ -41,6 +41,7 @@ from nbrecall.ingest.lock import IndexLocked, WriterLock
 from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders_dir
 from nbrecall.ingest.vectors import Progress, fill_vectors, priority, vectors_from_cache
 from nbrecall.notebook.read import read_notebook
+from nbrecall.plugins import PluginManager, plugin_manager
 from nbrecall.protocols import Manifest, Store
 from nbrecall.records import CellRecord, ChunkRow, ContentRecord, FileRecord, PendingVector
 from nbrecall.vision.describe import Describer
@@ -66,15 +67,18 @@ def run_index(
     defer_vectors: bool = False,
     executor: Executor | None = None,
     describer: Describer | None = None,
+    plugins: PluginManager | None = None,
 ) -> IndexReport:
     """Index `roots` into `settings.index_dir`; safe to interrupt and re-run.
 
     `defer_vectors` stops after phase 1 (everything keyword-searchable); a later run embeds the queue and
     describes the figures. `executor` runs parse/analyse/chunk (`nbrecall.executor`; default: in this process); the
-    caller closes it. `describer` overrides the one `[vision]` configures."""
+    caller closes it. `describer` overrides the one `[vision]` configures. `plugins`: the plugin manager (the
+    metadata extractors, the describer; default: built from `settings`)."""
     report = IndexReport()
     index_dir = settings.index_dir
-    describer = describer if describer is not None else make_describer(settings)
+    plugins = plugins if plugins is not None else plugin_manager(settings)
+    describer = describer if describer is not None else make_describer(settings, plugins=plugins)
     try:
         with (
             # A shared (PostgreSQL) store takes no folder lock: several indexers may write to it at once.
@@ -91,11 +95,11 @@ def run_index(
                 report.strays_removed = _sweep_strays(store, manifest)
             families = FamilyWriter(manifest, settings.families) if settings.families.enabled else None
             _run(roots, settings, embedder, store, manifest, cache, report, progress, batch_notebooks,
-                 executor or InlineExecutor(), families, figures)
+                 executor or InlineExecutor(), families, figures, plugins=plugins)
             if not defer_vectors:  # vectors, then (with a describer) figure descriptions and their vectors
                 _vectors_phase(settings, embedder, store, manifest, cache, report, progress)
                 if figures is not None:
-                    _describe_phase(settings, embedder, store, manifest, cache, report, figures, progress)
+                    _describe_phase(settings, embedder, store, manifest, cache, report, figures, progress, plugins)
                     _vectors_phase(settings, embedder, store, manifest, cache, report, progress)
             report.vectors_pending = manifest.pending_count() if settings.embed.enabled else 0
             manifest.end_run(run_id, {
@@ -141,6 +145,7 @@ def _describe_phase(
     report: IndexReport,
     figures: FigureWork,
     progress: Progress | None,
+    plugins: PluginManager,
 ) -> None:
     """Describe the waiting figures (`ingest.figures.describe_waiting`) and chunk their notebooks again, in this
     process (a few notebooks per step); their figure chunks wait for vectors like any new chunk."""
@@ -172,7 +177,7 @@ def _describe_phase(
         batch = [FileRecord(found[0], found[1], 0, 0, sha) for sha in shas if (found := located(sha))]
         scratch = IndexReport()  # these notebooks are not counted twice; their time is the describe phase's
         _index_batch(batch, settings, embedder, store, manifest, cache, scratch, [], known, InlineExecutor(),
-                     figures=figures)
+                     figures=figures, plugins=plugins)
         report.embed_cache_hits += scratch.embed_cache_hits
         report.add_time("describe: chunk again", sum(scratch.seconds.values()))
 
@@ -206,6 +211,8 @@ def _run(
     executor: Executor | None = None,
     families: FamilyWriter | None = None,
     figures: FigureWork | None = None,
+    *,
+    plugins: PluginManager,
 ) -> None:
     started = time.perf_counter()
     found = discover(roots, manifest.files(), settings.discover)
@@ -219,7 +226,7 @@ def _run(
         if record.sha256 not in known and record.sha256 not in todo:
             todo[record.sha256] = record
     # Contents indexed by another chunker version or other settings are redone (vectors come from the cache).
-    current = fingerprint(settings, embedder)
+    current = fingerprint(settings, embedder, plugins)
     outdated = {sha for sha, value in manifest.fingerprints().items() if value != current}
     for record in found.files:
         if record.sha256 in outdated and record.sha256 not in todo:
@@ -243,14 +250,14 @@ def _run(
     background = _BackgroundRefresh(store) if appending else None
     # One lazy map over every notebook (the executor keeps a few per worker in flight): workers go on parsing the
     # next notebooks while this process writes a batch, instead of waiting for each batch's slowest notebook.
-    outcomes = _build(items, settings, embedder, executor or InlineExecutor())
+    outcomes = _build(items, settings, embedder, executor or InlineExecutor(), plugins)
     try:
         for start in range(0, len(items), batch_notebooks):
             batch = items[start : start + batch_notebooks]
             files = [f for r in batch for f in paths_of.get(r.sha256, [])]
             built = list(itertools.islice(outcomes, len(batch)))
             _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built,
-                         families, figures)
+                         families, figures, plugins)
             lacking = report.chunks_written - written_at_refresh
             if indexed_rows is None:
                 indexed_rows = max(store.count() - lacking, 0)
@@ -285,7 +292,7 @@ def _run(
         again = [r for r in found.changed if r.sha256 in lost]
         batch = list({r.sha256: r for r in again}.values())
         _index_batch(batch, settings, embedder, store, manifest, cache, report, again, known - lost, executor,
-                     families=families, figures=figures)
+                     families=families, figures=figures, plugins=plugins)
     orphans = manifest.orphan_shas()
     if orphans:
         with manifest.transaction():  # contents first: on a shared store, only those still orphaned
@@ -389,12 +396,12 @@ def _render_changes(
 
 
 def _build(
-    records: list[FileRecord], settings: Settings, embedder: Embedder, executor: Executor
+    records: list[FileRecord], settings: Settings, embedder: Embedder, executor: Executor, plugins: PluginManager
 ) -> Iterator[BuildOutcome]:
     """Parse/analyse/chunk through `executor` (`ingest.worker.BuildTask`), lazily and in order."""
     from nbrecall.ingest.worker import BuildTask, build_failed  # the worker module builds on this one
 
-    task = BuildTask.for_run(settings, embedder, executor)  # workers count tokens as the run's embedder does
+    task = BuildTask.for_run(settings, embedder, executor, plugins)  # workers count tokens as the run's embedder does
     items = (  # absolute paths: a Ray worker's working folder is not this one
         (str((Path(f.root) / f.rel if not Path(f.root).is_file() else Path(f.root)).absolute()), f.rel, f.root,
          f.sha256)
@@ -417,6 +424,7 @@ def _index_batch(
     built: list[BuildOutcome] | None = None,
     families: FamilyWriter | None = None,
     figures: FigureWork | None = None,
+    plugins: PluginManager | None = None,
 ) -> None:
     """Index `batch` (one record per new content; `built`: its outcomes when the caller already mapped them).
     The store commit comes first; then one manifest transaction records the contents and points their `files`
@@ -426,7 +434,8 @@ def _index_batch(
     from nbrecall.ingest.worker import WorkerFault
 
     if built is None:
-        built = list(_build(batch, settings, embedder, executor or InlineExecutor()))
+        assert plugins is not None, "_index_batch builds with the run's plugin manager"
+        built = list(_build(batch, settings, embedder, executor or InlineExecutor(), plugins))
     records: list[ContentRecord] = []
     cell_records: list[CellRecord] = []
     all_rows: list[ChunkRow] = []

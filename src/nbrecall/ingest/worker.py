@@ -28,6 +28,7 @@ from nbrecall.executor import Executor, ExecutorError
 from nbrecall.index.embed import Embedder
 from nbrecall.ingest.build import IndexReport, build_rows, fingerprint
 from nbrecall.notebook.read import NotebookUnreadable
+from nbrecall.plugins import PluginManager, plugin_manager
 
 if TYPE_CHECKING:
     from nbrecall.ingest.chunk import Chunk
@@ -66,6 +67,9 @@ class BuildOutcome:
 # holds the built-model cache) and keeps it for the life of the process. An in-process build does not use it:
 # there the run's own embedder is passed in.
 _WORKER_EMBEDDERS: dict[tuple[str, ...], Embedder] = {}
+# Likewise its plugin manager (`nbrecall.plugins`), by whether entry points load: scanning the installed
+# distributions for them costs more than a small notebook.
+_WORKER_PLUGINS: dict[bool, PluginManager] = {}
 _WORKER_LOCK = threading.Lock()
 _WORKER_CACHE_SIZE = 4  # distinct models one worker keeps; a long-lived Ray worker may serve several runs
 
@@ -76,19 +80,29 @@ def _model_key(settings: Settings) -> tuple[str, ...]:
     return (*(f"{k}={embed[k]!r}" for k in sorted(embed)), f"index_dir={Path(settings.index_dir).resolve()}")
 
 
+def worker_plugins(settings: Settings) -> PluginManager:
+    """The plugin manager `settings` describe, built once per worker process (see above)."""
+    key = settings.plugins.load_entrypoints
+    with _WORKER_LOCK:
+        if key not in _WORKER_PLUGINS:
+            _WORKER_PLUGINS[key] = plugin_manager(settings)
+        return _WORKER_PLUGINS[key]
+
+
 def worker_embedder(settings: Settings) -> Embedder:
     """The embedder `settings` describe, built once per worker process and model identity (see above).
 
     `threads = 0` means one thread here, not all cores: each task holds one CPU (Ray schedules a task per CPU, the
     pool runs a task per core), and sessions that each took every core would fight over them."""
     key = _model_key(settings)
+    plugins = worker_plugins(settings)
     with _WORKER_LOCK:
         embedder = _WORKER_EMBEDDERS.get(key)
         if embedder is None:
             from nbrecall.index.embedder_from_settings import make_embedder
 
             embed = dataclasses.replace(settings.embed, threads=settings.embed.threads or 1)
-            embedder = make_embedder(dataclasses.replace(settings, embed=embed))
+            embedder = make_embedder(dataclasses.replace(settings, embed=embed), plugins)
             if len(_WORKER_EMBEDDERS) >= _WORKER_CACHE_SIZE:
                 _WORKER_EMBEDDERS.pop(next(iter(_WORKER_EMBEDDERS)))
             _WORKER_EMBEDDERS[key] = embedder
@@ -128,12 +142,22 @@ def build_notebook(
     *,
     expect: str = "",
     counter: Embedder | None = None,
+    plugins: PluginManager | None = None,
 ) -> BuildOutcome:
     """Parse, analyse and chunk one notebook (`build.build_rows`); never raises.
 
     `counter` is the run's own embedder when this runs in the calling process; else the worker's (built from
-    `settings`) is used, and its `fingerprint` must equal `expect`, the run's, or the outcome is a fault."""
+    `settings`) is used, and its `fingerprint` must equal `expect`, the run's, or the outcome is a fault.
+    `plugins` likewise: the run's manager in the calling process, else the worker's (built from `settings`)."""
     outcome = BuildOutcome(sha, rel)
+    built_here = plugins is None or counter is None
+    if plugins is None:
+        try:
+            plugins = worker_plugins(settings)
+        except Exception as exc:
+            outcome.fault = (f"{_where()} cannot load nbrecall's plugins ({type(exc).__name__}: {exc}); install the "
+                             "same plugins on every worker")
+            return outcome
     if counter is None:
         try:
             counter = worker_embedder(settings)
@@ -143,11 +167,13 @@ def build_notebook(
                 "from the [embed] settings, so the model (package or folder) must be installed there too"
             )
             return outcome
-        got = fingerprint(settings, counter)
-        if expect and got != expect:
+    if built_here and expect:
+        got = fingerprint(settings, counter, plugins)
+        if got != expect:
             outcome.fault = (
                 f"{_where()} would chunk with '{got}', this run with '{expect}': workers build the embedder from "
-                "the [embed] settings; install the same model and nbrecall version on every worker"
+                "the [embed] settings and find the plugins installed there; install the same model, plugins and "
+                "nbrecall version on every worker"
             )
             return outcome
     if not Path(path).exists() and not Path(path).parent.is_dir():
@@ -158,7 +184,7 @@ def build_notebook(
         return outcome
     report = IndexReport()
     try:
-        outcome.built = build_rows(Path(path), rel, root, sha, settings, counter, report)
+        outcome.built = build_rows(Path(path), rel, root, sha, settings, counter, report, plugins)
         if settings.families.enabled:
             from nbrecall.ingest.families import signature
 
@@ -180,12 +206,17 @@ class BuildTask:
     settings: Settings
     expect: str = ""  # the run's fingerprint (`build.fingerprint`)
     counter: Embedder | None = None
+    plugins: PluginManager | None = None  # the run's plugin manager, in this process only (it holds modules)
 
     @classmethod
-    def for_run(cls, settings: Settings, embedder: Embedder, executor: Executor) -> BuildTask:
+    def for_run(
+        cls, settings: Settings, embedder: Embedder, executor: Executor, plugins: PluginManager
+    ) -> BuildTask:
         """The task for a run with `embedder` on `executor`: the run's embedder travels with the task when it runs
         in this process or pickles (a small test embedder); the bundled and endpoint embedders do not (they hold
-        locks, sessions, clients), so each worker builds the configured one, which must give the same fingerprint."""
+        locks, sessions, clients), so each worker builds the configured one, which must give the same fingerprint.
+        The run's `plugins` travel only in this process; a worker builds its own from the settings (the plugins
+        it finds count in the fingerprint, so a worker without the run's metadata plugins is a fault)."""
         travels = executor.in_process
         if not travels:
             try:
@@ -193,12 +224,14 @@ class BuildTask:
                 travels = True
             except Exception:
                 travels = False
-        expect = fingerprint(settings, embedder)
-        return cls(settings if executor.in_process else portable(settings), expect, embedder if travels else None)
+        expect = fingerprint(settings, embedder, plugins)
+        return cls(settings if executor.in_process else portable(settings), expect, embedder if travels else None,
+                   plugins if executor.in_process else None)
 
     def __call__(self, item: BuildItem) -> BuildOutcome:
         path, rel, root, sha = item
-        return build_notebook(path, rel, root, sha, self.settings, expect=self.expect, counter=self.counter)
+        return build_notebook(path, rel, root, sha, self.settings, expect=self.expect, counter=self.counter,
+                              plugins=self.plugins)
 
 
 # How a task dies when its notebook kills the worker (a segfault, memory): after its retries, the notebook is

@@ -8,23 +8,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from nbrecall.config import ConfigError, Settings
+from nbrecall.plugins import PluginManager, plugin_manager
 from nbrecall.vision.describe import Describer
 
 
-def make_describer(settings: Settings, env: Mapping[str, str] | None = None) -> Describer | None:
-    """The describer `[vision] kind` names, or None when figures are not described (the default)."""
+def make_describer(
+    settings: Settings, env: Mapping[str, str] | None = None, plugins: PluginManager | None = None
+) -> Describer | None:
+    """The describer `[vision] kind` names, or None when figures are not described (the default). The built-in
+    kinds and any plugin's come through the `nbrecall_figure_describer` hook (`plugins`: the caller's manager,
+    default one built from `settings`)."""
     kind = (settings.vision.kind or "").strip().lower()
     if kind in ("", "off", "none"):
         return None
-    if kind == "ocr":
-        from nbrecall.vision.ocr import OcrDescriber
-
-        return OcrDescriber(settings.vision)
-    if kind == "openai":
-        from nbrecall.vision.remote import OpenAIDescriber, resolve_vision_key
-
-        return OpenAIDescriber(settings.vision, api_key=resolve_vision_key(settings, env))
-    raise ConfigError(f"vision.kind: unknown describer {settings.vision.kind!r} (known: \"ocr\", \"openai\")")
+    manager = plugins if plugins is not None else plugin_manager(settings)
+    describer: Describer | None = manager.hook.nbrecall_figure_describer(settings=settings, env=env)
+    if describer is None:
+        raise ConfigError(f"vision.kind: unknown describer {settings.vision.kind!r} (known: \"ocr\", \"openai\", "
+                          "or a kind an installed plugin provides)")
+    return describer
 
 
 def fingerprint_part(settings: Settings) -> str:

@@ -136,7 +136,7 @@ class WebState:
 
         path = self.settings.index_dir / FILE_NAME
         try:
-            describer = make_describer(self.settings)
+            describer = make_describer(self.settings, plugins=self.archive.plugins)
             mtime = os.stat(f"{path}-wal").st_mtime_ns if os.path.exists(f"{path}-wal") else os.stat(path).st_mtime_ns
         except Exception:
             return None
