@@ -23,9 +23,10 @@ from nbrecall.notebook.model import Output
 from nbrecall.notebook.read import read_notebook
 from nbrecall.render import compare as cmp
 from nbrecall.render import text_compare
+from nbrecall.render.availability import interpreter_prefixes, sandbox_problem
 from nbrecall.render.paths import PathRuleError, map_path, parse_rules, scan_notebook
 from nbrecall.render.run import RenderOptions, load_render, render_notebook, write_render
-from nbrecall.render.sandbox import Limits, interpreter_prefixes, sandbox_problem
+from nbrecall.render.sandbox import Limits
 
 UNC = r"\\srv-calc-01\projects\2017\17-042\inputs\tanks.csv"
 RULES = [

@@ -1286,12 +1286,12 @@ def render(
     """
     import time
 
+    from nbrecall.render.availability import sandbox_problem
     from nbrecall.render.environments import EnvironmentRuleError
     from nbrecall.render.paths import PathRuleError
     from nbrecall.render.pyodide import BACKENDS, pyodide_problem
     from nbrecall.render.report import write_report
     from nbrecall.render.run import RenderOptions, discover, render_many, summarise
-    from nbrecall.render.sandbox import sandbox_problem
 
     settings = _settings(config, index_dir)
     for root in roots:
