@@ -589,7 +589,7 @@ def _print_groups(text: str, groups: list[dict[str, Any]], k: int) -> None:
     out = _console()
     terms: set[str] = set()
     if out.is_terminal:  # highlighting is styling, which rich leaves out of a pipe: skip the search stack there
-        from nbrecall.search.terms import query_terms
+        from nbrecall.index.terms import query_terms
 
         terms = query_terms(text)
     shown = 0
