@@ -8,6 +8,7 @@ comparison and the value facts use the same primitives, so all of them see one c
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,29 @@ def _chars_marker(n: int) -> str:
     return f"[… {n} chars omitted …]"
 
 
+def _take_lines(
+    lines: list[str], order: list[int], budget: int, stop: set[int], cut: Callable[[str], str]
+) -> tuple[list[str], set[int]]:
+    """Whole lines in `order` while they fit `budget` chars (a newline each), up to one in `stop`; when not even
+    the first fits, that line `cut`. The lines kept and their indices."""
+    out: list[str] = []
+    taken: set[int] = set()
+    used = 0
+    for i in order:
+        if i in stop:
+            break
+        line = lines[i]
+        if used + len(line) + 1 > budget:
+            if not out:
+                out.append(cut(line))
+                taken.add(i)
+            break
+        out.append(line)
+        taken.add(i)
+        used += len(line) + 1
+    return out, taken
+
+
 def head_tail(text: str, limits: OutputLimits) -> tuple[str, bool]:
     """Bound `text` to its first and last lines; returns (text, truncated).
 
@@ -110,34 +134,10 @@ def head_tail(text: str, limits: OutputLimits) -> tuple[str, bool]:
     half = budget // 2
     pool_head = head_idx
     pool_tail = list(reversed(tail_idx if line_cut else range(n)))
-    head_out: list[str] = []
-    used = 0
-    taken_head: set[int] = set()
-    for i in pool_head:
-        line = lines[i]
-        if used + len(line) + 1 > half:
-            if not head_out:
-                head_out.append(f"{line[:half]} {_chars_marker(len(line) - half)}")
-                taken_head.add(i)
-            break
-        head_out.append(line)
-        taken_head.add(i)
-        used += len(line) + 1
-    tail_out: list[str] = []
-    used = 0
-    taken_tail: set[int] = set()
-    for i in pool_tail:
-        if i in taken_head:
-            break
-        line = lines[i]
-        if used + len(line) + 1 > half:
-            if not tail_out:
-                tail_out.append(f"{_chars_marker(len(line) - half)} {line[len(line) - half:]}")
-                taken_tail.add(i)
-            break
-        tail_out.append(line)
-        taken_tail.add(i)
-        used += len(line) + 1
+    head_out, taken_head = _take_lines(lines, pool_head, half, set(),
+                                       lambda line: f"{line[:half]} {_chars_marker(len(line) - half)}")
+    tail_out, taken_tail = _take_lines(lines, pool_tail, half, taken_head,
+                                       lambda line: f"{_chars_marker(len(line) - half)} {line[len(line) - half:]}")
     tail_out.reverse()
     omitted = n - len(taken_head) - len(taken_tail)
     parts = head_out + ([_lines_marker(omitted)] if omitted else []) + tail_out
