@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from nbrecall.notebook.read import read_notebook
-from nbrecall.render import compare as cmp
 from nbrecall.render import images, svgplot
+from nbrecall.render.output_items import _image_of, _semantic, comparable
 from nbrecall.render.run import load_fresh_notebook, load_render
 
 
@@ -97,12 +97,12 @@ def real_pairs(folders: list[Path], dump: Path | None) -> None:
             for cell in original.code_cells:
                 if cell.index >= len(fresh.cells):
                     continue
-                pairs = zip(cmp.comparable(cell.outputs), cmp.comparable(fresh.cells[cell.index].outputs),
+                pairs = zip(comparable(cell.outputs), comparable(fresh.cells[cell.index].outputs),
                             strict=False)
                 for a, b in pairs:
-                    image_a, image_b = cmp._image_of(a), cmp._image_of(b)
-                    if not image_a or not image_b or image_a[1] == image_b[1] or cmp._semantic(a).keys() & \
-                            cmp._semantic(b).keys():
+                    image_a, image_b = _image_of(a), _image_of(b)
+                    if not image_a or not image_b or image_a[1] == image_b[1] or _semantic(a).keys() & \
+                            _semantic(b).keys():
                         continue
                     if image_a[0] == image_b[0] == "image/svg+xml":
                         score = "svg " + _score_svg(image_a[1], image_b[1])

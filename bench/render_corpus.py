@@ -26,10 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from nbrecall.render.availability import sandbox_problem
 from nbrecall.render.compare import RenderResult
 from nbrecall.render.report import write_report
 from nbrecall.render.run import RenderOptions, discover, recompare, render_many, summarise
-from nbrecall.render.sandbox import Limits, sandbox_problem
+from nbrecall.render.sandbox import Limits
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -20,8 +20,9 @@ from pathlib import Path
 import nbformat
 from nbformat import v4
 
+from nbrecall.render.availability import sandbox_problem
 from nbrecall.render.run import RenderOptions, discover, render_many
-from nbrecall.render.sandbox import Limits, sandbox_problem
+from nbrecall.render.sandbox import Limits
 
 PLOT = "import numpy as np\nimport matplotlib.pyplot as plt\nt = np.linspace(0, 10, 200)\n"
 

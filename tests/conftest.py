@@ -119,7 +119,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 @cache
 def _sandbox_problem() -> str:
-    from nbrecall.render.sandbox import sandbox_problem
+    from nbrecall.render.availability import sandbox_problem
 
     problem = sandbox_problem()
     return f"sandbox unavailable: {problem}" if problem else ""

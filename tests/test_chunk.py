@@ -9,8 +9,9 @@ import nbformat
 from nbformat import v4
 
 from conftest import HashEmbedder, code, error, result, stream
-from nbrecall.ingest.chunk import chunk_notebook, heading_of, split_lines
+from nbrecall.ingest.chunk import chunk_notebook, split_lines
 from nbrecall.notebook.analysis import analyse
+from nbrecall.notebook.headings import heading_of
 from nbrecall.notebook.read import read_notebook_bytes
 from nbrecall.records import CONTENT_KINDS, FACT_KIND
 

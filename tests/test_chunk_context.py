@@ -7,7 +7,8 @@ import nbformat
 from nbformat import v4
 
 from conftest import HashEmbedder, code
-from nbrecall.ingest.chunk import chunk_notebook, notebook_context, path_literals
+from nbrecall.ingest.chunk import chunk_notebook
+from nbrecall.ingest.context import notebook_context, path_literals
 from nbrecall.notebook.analysis import analyse
 from nbrecall.notebook.model import Notebook
 from nbrecall.notebook.read import read_notebook_bytes

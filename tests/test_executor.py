@@ -363,8 +363,8 @@ def test_ray_retries_a_lost_worker_and_reports_failures(ray_cluster: Any, tmp_pa
 @pytest.mark.ray
 def test_ray_renders_in_the_sandbox_on_the_workers(ray_cluster: Any, tmp_path: Path) -> None:
     from nbrecall.executor import RayExecutor
+    from nbrecall.render.availability import sandbox_problem
     from nbrecall.render.run import RenderOptions, load_render, render_many
-    from nbrecall.render.sandbox import sandbox_problem
 
     if sandbox_problem():
         tool_missing(f"no sandbox here: {sandbox_problem()}")

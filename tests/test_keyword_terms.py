@@ -53,9 +53,9 @@ def test_keyword_search_finds_non_ascii_symbols_and_words(tmp_path: Path) -> Non
 
 def test_the_postgresql_stop_words_mirror_the_terms_module() -> None:
     """The PostgreSQL store spells LanceDB's stop words out in its migration SQL; they must stay the same words as
-    `search.terms.STOP_WORDS`, which the answerer and the LanceDB side use."""
+    `index.terms.STOP_WORDS`, which the answerer and the LanceDB side use."""
     from nbrecall.index.pg_schema import STOP_WORDS as PG_STOP_WORDS
-    from nbrecall.search.terms import STOP_WORDS
+    from nbrecall.index.terms import STOP_WORDS
 
     assert len(PG_STOP_WORDS) == len(set(PG_STOP_WORDS))
     assert set(PG_STOP_WORDS) == STOP_WORDS

@@ -21,11 +21,12 @@ from conftest import tool_missing
 from nbrecall.config import load_settings
 from nbrecall.notebook.model import Output
 from nbrecall.notebook.read import read_notebook
-from nbrecall.render import compare as cmp
 from nbrecall.render import text_compare
+from nbrecall.render.availability import interpreter_prefixes, sandbox_problem
+from nbrecall.render.output_items import comparable, outputs_equal
 from nbrecall.render.paths import PathRuleError, map_path, parse_rules, scan_notebook
 from nbrecall.render.run import RenderOptions, load_render, render_notebook, write_render
-from nbrecall.render.sandbox import Limits, interpreter_prefixes, sandbox_problem
+from nbrecall.render.sandbox import Limits
 
 UNC = r"\\srv-calc-01\projects\2017\17-042\inputs\tanks.csv"
 RULES = [
@@ -135,12 +136,12 @@ def out(**kw: object) -> Output:
 
 def test_compare_normalises_and_tolerates() -> None:
     opts = text_compare.CompareOptions()
-    a = cmp.comparable([out(output_type="stream", name="stdout", text="\x1b[31mtotal\x1b[0m 0.30000000000000004\n"),
+    a = comparable([out(output_type="stream", name="stdout", text="\x1b[31mtotal\x1b[0m 0.30000000000000004\n"),
                         out(output_type="stream", name="stderr", text="FutureWarning: x\n"),
                         out(output_type="execute_result", data={"text/plain": "<Foo at 0x7f3a2b1c>"})], opts)
-    b = cmp.comparable([out(output_type="stream", name="stdout", text="total  0.3\n"),
+    b = comparable([out(output_type="stream", name="stdout", text="total  0.3\n"),
                         out(output_type="execute_result", data={"text/plain": "<Axes: xlabel='t'>"})], opts)
-    assert cmp.outputs_equal(a, b, opts)
+    assert outputs_equal(a, b, opts)
     assert text_compare.normalise_text("run at 2017-03-04 12:01:02, id 1b4e28ba-2fa1-11d2-883f-0016d3cca427") == \
         text_compare.normalise_text("run at 2026-11-29T21:00:00Z, id 6fa459ea-ee8a-3ca4-894e-db77e160355e")
     assert not text_compare.texts_equal("volume 1075.0", "volume 1060.0")

@@ -31,6 +31,7 @@ from nbrecall.render.environments import (
     pick_environment,
 )
 from nbrecall.render.outcome import Execution
+from nbrecall.render.output_items import cell_verdict, comparable
 from nbrecall.render.report import report_html
 from nbrecall.render.run import RenderOptions, render_notebook, summarise
 from nbrecall.render.sandbox import Limits
@@ -91,7 +92,7 @@ def stream(text: str) -> Output:
 
 def verdict(a: list[Output], b: list[Output], options: text_compare.CompareOptions | None = None) -> str:
     options = options or text_compare.CompareOptions()
-    return cmp.cell_verdict(cmp.comparable(a, options), cmp.comparable(b, options), options)[0]
+    return cell_verdict(comparable(a, options), comparable(b, options), options)[0]
 
 
 def notebook(cells: list[tuple[str, list[Output]]], path: str = "nb.ipynb"):

@@ -413,7 +413,7 @@ def test_markdown_attachments_and_data_uris_are_described_figures(
 
 
 def test_split_machine_text_and_machine_share() -> None:
-    from nbrecall.search.retrieve import keyword_stems
+    from nbrecall.index.terms import keyword_stems
     from nbrecall.search.retrieve import machine_share as share
     from nbrecall.vision.describe import description_line, split_machine_text
 

@@ -419,7 +419,8 @@ def test_long_outputs_are_cut_before_the_reader_with_their_true_sizes(client: Te
     assert shrink_output(small) == (small, {})
     # a page reads only its cells, cut: the reader accepts them, and the outputs carry their true lengths
     from nbrecall.records import CellRecord
-    from nbrecall.web.worker import CellText, _slice_cells
+    from nbrecall.web.documents import CellText
+    from nbrecall.web.worker import _slice_cells
 
     record = CellRecord("x", 0, "big-0", "code", 1, "train()", "")
     nb = _slice_cells(CellText(nbformat.writes(big_notebook())), [record], BIG_REL, 5, "python", shrink=True)
@@ -434,7 +435,7 @@ def test_long_outputs_are_cut_before_the_reader_with_their_true_sizes(client: Te
 
 
 def test_cells_are_read_one_at_a_time_from_the_json_text() -> None:
-    from nbrecall.web.worker import CellText
+    from nbrecall.web.documents import CellText
 
     text = nbformat.writes(long_notebook())
     source = CellText(text)

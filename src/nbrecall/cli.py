@@ -591,7 +591,7 @@ def _print_groups(text: str, groups: list[dict[str, Any]], k: int) -> None:
     out = _console()
     terms: set[str] = set()
     if out.is_terminal:  # highlighting is styling, which rich leaves out of a pipe: skip the search stack there
-        from nbrecall.search.terms import query_terms
+        from nbrecall.index.terms import query_terms
 
         terms = query_terms(text)
     shown = 0
@@ -1289,12 +1289,12 @@ def render(
     """
     import time
 
+    from nbrecall.render.availability import sandbox_problem
     from nbrecall.render.environments import EnvironmentRuleError
     from nbrecall.render.paths import PathRuleError
     from nbrecall.render.pyodide import BACKENDS, pyodide_problem
     from nbrecall.render.report import write_report
     from nbrecall.render.run import RenderOptions, discover, render_many, summarise
-    from nbrecall.render.sandbox import sandbox_problem
 
     settings = _settings(config, index_dir)
     for root in roots:

@@ -299,37 +299,34 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+# Environment variables and the setting each one sets (section, key); a URL of an embedding or vision endpoint
+# also sets that section's `kind` to "openai".
+_ENV_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("NBRECALL_STORE", "store", "url"),
+    ("NBRECALL_EXECUTOR", "executor", "kind"),
+    ("NBRECALL_EMBED_URL", "embed", "url"),
+    ("NBRECALL_MODEL_CACHE", "embed", "cache_dir"),
+    ("NBRECALL_EMBED_MODEL", "embed", "model"),
+    ("NBRECALL_EMBED_API_KEY", "embed", "api_key"),
+    ("NBRECALL_LLM_BASE_URL", "answer", "base_url"),
+    ("NBRECALL_LLM_MODEL", "answer", "model"),
+    ("NBRECALL_VISION_URL", "vision", "url"),
+    ("NBRECALL_VISION_MODEL", "vision", "model"),
+)
+_OPENAI_URLS = ("NBRECALL_EMBED_URL", "NBRECALL_VISION_URL")
+
+
 def _from_env(env: dict[str, str]) -> dict[str, Any]:
     """The settings the environment sets, as a dict shaped like the file."""
     values: dict[str, Any] = {}
-
-    def put(section: str, key: str, value: str) -> None:
-        values.setdefault(section, {})[key] = value
-
     if env.get("NBRECALL_INDEX"):
         values["index_dir"] = env["NBRECALL_INDEX"]
-    if env.get("NBRECALL_STORE"):
-        put("store", "url", env["NBRECALL_STORE"])
-    if env.get("NBRECALL_EXECUTOR"):
-        put("executor", "kind", env["NBRECALL_EXECUTOR"])
-    if env.get("NBRECALL_EMBED_URL"):
-        put("embed", "kind", "openai")
-        put("embed", "url", env["NBRECALL_EMBED_URL"])
-    if env.get("NBRECALL_MODEL_CACHE"):
-        put("embed", "cache_dir", env["NBRECALL_MODEL_CACHE"])
-    if env.get("NBRECALL_EMBED_MODEL"):
-        put("embed", "model", env["NBRECALL_EMBED_MODEL"])
-    if env.get("NBRECALL_EMBED_API_KEY"):
-        put("embed", "api_key", env["NBRECALL_EMBED_API_KEY"])
-    if env.get("NBRECALL_LLM_BASE_URL"):
-        put("answer", "base_url", env["NBRECALL_LLM_BASE_URL"])
-    if env.get("NBRECALL_LLM_MODEL"):
-        put("answer", "model", env["NBRECALL_LLM_MODEL"])
-    if env.get("NBRECALL_VISION_URL"):
-        put("vision", "kind", "openai")
-        put("vision", "url", env["NBRECALL_VISION_URL"])
-    if env.get("NBRECALL_VISION_MODEL"):
-        put("vision", "model", env["NBRECALL_VISION_MODEL"])
+    for name, section, key in _ENV_SETTINGS:
+        if env.get(name):
+            table = values.setdefault(section, {})
+            if name in _OPENAI_URLS:
+                table["kind"] = "openai"
+            table[key] = env[name]
     return values
 
 

@@ -25,9 +25,9 @@ from nbrecall.answer.question import Question, read_question
 from nbrecall.answer.sentences import term_answer
 from nbrecall.answer.types import Answer, Citation, FoundValue
 from nbrecall.answer.values import RankedFact, ValueWeights, rank_values
+from nbrecall.index.terms import match, term_set
 from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import SearchResult
-from nbrecall.search.terms import match, term_set
 
 if TYPE_CHECKING:
     from nbrecall.service import Archive

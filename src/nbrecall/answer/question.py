@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from nbrecall.index.terms import question_terms
 from nbrecall.notebook.printed import to_number
-from nbrecall.search.terms import question_terms
 
 _WHERE = re.compile(
     r"^\s*(?:where\b|wo\b|in\s+which\s+(?:notebook|cell|file)|which\s+(?:notebook|cell|file)s?\b|"

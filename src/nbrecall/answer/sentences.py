@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from nbrecall.answer.question import Question
 from nbrecall.answer.types import Answer, Citation
+from nbrecall.index.terms import Weights, term_set, terms
 from nbrecall.records import CellRecord
 from nbrecall.search.retrieve import NotebookResult, SearchResult
-from nbrecall.search.terms import Weights, term_set, terms
 
 if TYPE_CHECKING:
     from nbrecall.service import Archive

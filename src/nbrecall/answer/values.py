@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nbrecall.answer.question import Question
+from nbrecall.index.terms import Weights, match, term_set
 from nbrecall.notebook.facts import Fact
 from nbrecall.notebook.printed import NUMBER, to_number
 from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import NotebookResult, SearchResult
-from nbrecall.search.terms import Weights, match, term_set
 
 if TYPE_CHECKING:
     from nbrecall.service import Archive

@@ -68,7 +68,28 @@ def family_store(manifest: Any) -> SqliteFamilies | PgFamilies | None:
     return store if store.available() else None
 
 
-class SqliteFamilies:
+class _SameQueries:
+    """The queries both family stores run with the same SQL; each store runs them with its own `_all`."""
+
+    def _all(self, sql: str, args: Any = ()) -> list[Any]:
+        raise NotImplementedError
+
+    def unbanded(self) -> dict[str, Signature]:
+        return {r[0]: Signature(int(r[1]), bytes(r[2])) for r in self._all(
+            "SELECT sha256, size, sig FROM family_sigs WHERE banded = 0")}
+
+    def unsigned(self) -> list[str]:
+        return [r[0] for r in self._all(UNSIGNED_SQL)]
+
+    def pending(self) -> list[str]:
+        return [r[0] for r in self._all(PENDING_SQL)]
+
+    def gone(self) -> list[str]:
+        """Contents with a signature or a family that are no longer indexed (deleted, changed, quarantined)."""
+        return sorted({r[0] for r in self._all(GONE_SQL)})
+
+
+class SqliteFamilies(_SameQueries):
     """The family tables in the SQLite manifest (created by the writer, `ensure`)."""
 
     def __init__(self, manifest: Any) -> None:
@@ -128,10 +149,6 @@ class SqliteFamilies:
             [(sha, sig.size, sig.hashes) for sha, sig in items],
         )
 
-    def unbanded(self) -> dict[str, Signature]:
-        return {r[0]: Signature(int(r[1]), bytes(r[2])) for r in self._all(
-            "SELECT sha256, size, sig FROM family_sigs WHERE banded = 0")}
-
     def add_bands(self, rows: list[tuple[int, int, str]], shas: list[str]) -> None:
         self.db.executemany("INSERT OR IGNORE INTO family_bands (band, key, sha256) VALUES (?, ?, ?)", rows)
         self.db.executemany("UPDATE family_sigs SET banded = 1 WHERE sha256 = ?", [(sha,) for sha in shas])
@@ -163,16 +180,6 @@ class SqliteFamilies:
 
     def count_signatures(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM family_sigs").fetchone()[0])
-
-    def unsigned(self) -> list[str]:
-        return [r[0] for r in self._all(UNSIGNED_SQL)]
-
-    def pending(self) -> list[str]:
-        return [r[0] for r in self._all(PENDING_SQL)]
-
-    def gone(self) -> list[str]:
-        """Contents with a signature or a family that are no longer indexed (deleted, changed, quarantined)."""
-        return sorted({r[0] for r in self._all(GONE_SQL)})
 
     def signatures(self, shas: Iterable[str]) -> dict[str, Signature]:
         return {r[0]: Signature(int(r[1]), bytes(r[2])) for r in self._in(
@@ -226,7 +233,7 @@ class SqliteFamilies:
         return [_detail(r) for r in rows if r[6] is not None]
 
 
-class PgFamilies:
+class PgFamilies(_SameQueries):
     """The family tables in PostgreSQL (created by manifest migration 3, `index.pg_schema.MANIFEST_MIGRATIONS`)."""
 
     def __init__(self, manifest: Any) -> None:
@@ -285,10 +292,6 @@ class PgFamilies:
                 [(sha, sig.size, sig.hashes) for sha, sig in items],
             )
 
-    def unbanded(self) -> dict[str, Signature]:
-        return {r[0]: Signature(int(r[1]), bytes(r[2])) for r in self._all(
-            "SELECT sha256, size, sig FROM family_sigs WHERE banded = 0")}
-
     def add_bands(self, rows: list[tuple[int, int, str]], shas: list[str]) -> None:
         db = self.pg.current()  # the open transaction's connection
         with db.cursor() as cur:
@@ -325,15 +328,6 @@ class PgFamilies:
 
     def count_signatures(self) -> int:
         return int(self.pg.execute("SELECT count(*) FROM family_sigs").fetchone()[0])
-
-    def unsigned(self) -> list[str]:
-        return [r[0] for r in self._all(UNSIGNED_SQL)]
-
-    def pending(self) -> list[str]:
-        return [r[0] for r in self._all(PENDING_SQL)]
-
-    def gone(self) -> list[str]:
-        return sorted({r[0] for r in self._all(GONE_SQL)})
 
     def signatures(self, shas: Iterable[str]) -> dict[str, Signature]:
         out: dict[str, Signature] = {}

@@ -54,7 +54,7 @@ MANIFEST_MIGRATIONS: list[str] = [
 # The English stop words of LanceDB's keyword index: NLTK's list (PostgreSQL's english.stop and then the pieces of
 # contractions, "y", "ll", "won", "doesn", ...; forms with an apostrophe left out, no token has one). Found word by
 # word against lancedb 0.40: the 127 of english.stop alone left "y" and "ll" counted, 4-8% of some chunks' length.
-# A mirror of `search.terms.STOP_WORDS`, spelled out here because it is part of migration 2's SQL text (changing
+# A mirror of `index.terms.STOP_WORDS`, spelled out here because it is part of migration 2's SQL text (changing
 # it would change the migration); tests/test_keyword_terms.py checks the two lists hold the same words.
 _STOP_LIST = (
     "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers "

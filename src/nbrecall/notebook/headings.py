@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nbrecall.notebook.model import Cell
 
 HEADING_LINE = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 
@@ -27,6 +31,11 @@ def leading_heading(source: str) -> tuple[int, str] | None:
         if line.strip():
             return heading_line(line)
     return None
+
+
+def heading_of(cell: Cell) -> tuple[int, str] | None:
+    """(level, text) when a markdown cell starts with a heading line."""
+    return leading_heading(cell.source) if cell.is_markdown else None
 
 
 def heading_paths(cells: Iterable[tuple[int, bool, str]]) -> dict[int, str]:

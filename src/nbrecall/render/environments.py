@@ -14,7 +14,7 @@ inside), first match wins, else `render.python` (default: nbrecall's own):
     kernel_config = ""                    # an IPython config file for its kernels, optional
 
 A rule with no `path`, `kernel` or `language_version` matches every notebook (a default). The sandbox binds the
-chosen interpreter's prefixes read-only (`sandbox.interpreter_prefixes`).
+chosen interpreter's prefixes read-only (`availability.interpreter_prefixes`).
 
 Display defaults (`kernel_config_for`): the kernel also gets the IPython configuration the notebook was rendered
 with, so a figure is drawn at the original's size instead of compared across sizes: the project's own

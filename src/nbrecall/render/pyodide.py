@@ -54,6 +54,7 @@ from typing import Any
 import nbformat
 from nbformat import v4
 
+from nbrecall.render.availability import SandboxUnavailable, sandbox_problem
 from nbrecall.render.outcome import Execution, cell_errors, classify
 from nbrecall.render.paths import DATA_MOUNT, PROJECT_MOUNT, posix_binds, windows_rules
 from nbrecall.render.pyodide_wheels import (
@@ -69,9 +70,7 @@ from nbrecall.render.sandbox import (
     SOURCE_DATE_EPOCH,
     PreparedRun,
     SandboxSpec,
-    SandboxUnavailable,
     log_tail,
-    sandbox_problem,
 )
 
 BACKENDS = ("kernel", "pyodide")

@@ -30,6 +30,7 @@ from nbformat import v4
 
 from nbrecall.notebook.model import Notebook
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook, read_notebook_bytes, sha256_bytes
+from nbrecall.render.availability import SandboxUnavailable, interpreter_facts, interpreter_problem, sandbox_problem
 from nbrecall.render.compare import (
     CHANGE_CLASSES,
     RESULT_CLASSES,
@@ -52,15 +53,7 @@ from nbrecall.render.pyodide import (
     refine_reason,
     runner_version,
 )
-from nbrecall.render.sandbox import (
-    Limits,
-    SandboxSpec,
-    SandboxUnavailable,
-    execute_notebook,
-    interpreter_facts,
-    interpreter_problem,
-    sandbox_problem,
-)
+from nbrecall.render.sandbox import Limits, SandboxSpec, execute_notebook
 from nbrecall.render.text_compare import CompareOptions
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nbrecall.index.terms import query_terms
 from nbrecall.records import CellRecord
-from nbrecall.search.terms import query_terms
 
 
 def _cell_overlap(cell: CellRecord, terms: set[str]) -> int:

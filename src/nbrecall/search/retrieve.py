@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 
 from nbrecall.config import FamilySettings, RetrieveSettings
+from nbrecall.index.terms import RANKING_STOP_WORDS as _STOP
+from nbrecall.index.terms import RANKING_WORD as _WORD
+from nbrecall.index.terms import keyword_stems, query_terms
 from nbrecall.notebook.facts import Fact
 from nbrecall.protocols import Manifest, Store
 from nbrecall.records import CONTENT_KINDS, FACT_KIND, CellRecord, FusionSettings, Hit, SearchFilters, StoreHit
 from nbrecall.search.anchor import pick_anchor
 from nbrecall.search.families import FamilyEntry, arrange, entry_path, lacking, versions
-from nbrecall.search.terms import RANKING_STOP_WORDS as _STOP
-from nbrecall.search.terms import RANKING_WORD as _WORD
-from nbrecall.search.terms import STOP_WORDS, query_terms, stem
 from nbrecall.vision.describe import MACHINE_MARK, split_machine_text
 
 
@@ -152,14 +152,6 @@ def keyword_query(query: str) -> str:
     if not negated_terms(query):
         return query
     return re.sub(r"\(\s*\)", " ", _NEGATION.sub(" ", query)).strip() or query
-
-
-_TOKEN = re.compile(r"[^\W_]+")  # as the keyword index splits text: at every character not a letter or digit
-
-
-def keyword_stems(text: str) -> set[str]:
-    """The stems the keyword index holds for `text` (lower case, stop words dropped, Snowball English)."""
-    return {stem(word) for word in _TOKEN.findall(text.lower()) if word not in STOP_WORDS}
 
 
 def machine_share(wanted: set[str], text: str, machine_weight: float) -> float:

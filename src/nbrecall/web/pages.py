@@ -212,18 +212,29 @@ def _indexed(request: Request, state: State, nb_id: str) -> tuple[ContentRecord,
     return content, state.notebook_file(content)
 
 
+def _whole_notebook_task(
+    request: Request, state: State, nb_id: str, name: str
+) -> tuple[ContentRecord, dict[str, Any], tuple[str, str, Any]] | HTMLResponse:
+    """A render-worker task on the whole notebook (`report`, `deps`): the content, the task's arguments and its
+    cache key (per notebook hash and file version); or the 404 page."""
+    found = _indexed(request, state, nb_id)
+    if isinstance(found, HTMLResponse):
+        return found
+    content, path = found
+    task = {"path": str(path) if path is not None else None, "sha": content.sha256, "rel": content.rel}
+    return content, task, (name, content.sha256, state.version(path, content.sha256)[0])
+
+
 _CHANGED = "The file of this notebook is missing or has changed since it was indexed."
 
 
 @router.get("/nb/{nb_id}/report", response_class=HTMLResponse)
 def report(request: Request, state: State, nb_id: str) -> HTMLResponse:
     """The fidelity report, built once per notebook hash by a render worker within `report_timeout`."""
-    found = _indexed(request, state, nb_id)
+    found = _whole_notebook_task(request, state, nb_id, "report")
     if isinstance(found, HTMLResponse):
         return found
-    content, path = found
-    task = {"path": str(path) if path is not None else None, "sha": content.sha256, "rel": content.rel}
-    key = ("report", content.sha256, state.version(path, content.sha256)[0])
+    content, task, key = found
     notice = None
     try:
         html = state.pool.run(key, "report", task, state.settings.serve.report_timeout)
@@ -247,12 +258,10 @@ def report(request: Request, state: State, nb_id: str) -> HTMLResponse:
 @router.get("/nb/{nb_id}/deps.svg")
 def deps_svg(request: Request, state: State, nb_id: str) -> Response:
     """The dependency map, built once per notebook hash by a render worker within `report_timeout`."""
-    found = _indexed(request, state, nb_id)
+    found = _whole_notebook_task(request, state, nb_id, "deps")
     if isinstance(found, HTMLResponse):
         return found
-    content, path = found
-    task = {"path": str(path) if path is not None else None, "sha": content.sha256, "rel": content.rel}
-    key = ("deps", content.sha256, state.version(path, content.sha256)[0])
+    _content, task, key = found
     try:
         svg = state.pool.run(key, "deps", task, state.settings.serve.report_timeout)
     except RenderBusy:

@@ -355,7 +355,7 @@ def _cell_view(
 
 def highlight_terms(text: str, query: str) -> Markup:
     """`text` escaped, with every query term wrapped in `<mark>` (case-insensitive, at word starts)."""
-    from nbrecall.search.terms import query_terms  # here: render workers never load the search stack
+    from nbrecall.index.terms import query_terms  # here: render workers never load the terms (snowballstemmer)
 
     terms = sorted(query_terms(query), key=len, reverse=True)
     if not terms:
