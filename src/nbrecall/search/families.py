@@ -5,7 +5,8 @@ hide a sibling that matches. Among the members that matched, the best score wins
 it are ties, settled by recency (year, then last modified) and health. A checkpoint copy is never its own
 result: a saved version within `CHECKPOINT_MARGIN` of it stands for the family, and when it wins (it holds what the
 query asks for and its saved notebook does not, or no longer) its hits are shown labelled "in an older checkpoint of
-<saved notebook>"; a cell only it holds under a saved version's result is labelled so too.
+<saved notebook>"; a cell only it holds under a saved version's result is labelled so too. What a hidden member
+matches that the shown one holds as well lends its score to the shown one's chunk of it (`lend_scores`).
 """
 
 from __future__ import annotations
@@ -155,6 +156,13 @@ def _equivalent_cells(hidden: list[int], theirs: dict[int, Any], mine: dict[int,
     return None
 
 
+def _body_words(text: str, words: int = 60) -> str:
+    """The first words of a chunk's text after its header lines (path, headings): what a copy's chunk of the same
+    cells says too, and enough of it for the keyword search to rank that chunk first."""
+    body = text.split("\n\n", 1)[1] if "\n\n" in text else text
+    return " ".join(body.split()[:words])
+
+
 def lend_scores(
     entry: FamilyEntry, cells: dict[int, Any], manifest: Any, find: ChunkLookup, floor: float, limit: int
 ) -> list[Any]:
@@ -170,7 +178,7 @@ def lend_scores(
     group = list(entry.group)
     if not entry.others or not cells:
         return group
-    best = max(hits[0].score for hits in [group, *(g for _s, _sc, g in entry.others)] if hits)
+    best = max((hits[0].score for hits in [group, *(g for _s, _sc, g in entry.others)] if hits), default=0.0)
     lenders = sorted(((hit, sha) for sha, _score, hits in entry.others for hit in hits
                       if hit.score >= floor * best and hit.row["kind"] in CONTENT_KINDS), key=lambda x: -x[0].score)
     if not lenders:
@@ -196,7 +204,7 @@ def lend_scores(
         if at is not None and group[at].score >= hit.score:
             continue
         if at is None:
-            row = find(entry.sha, hit.row["kind"], mapped, "\n".join(cells[idx].source for idx in mapped))
+            row = find(entry.sha, hit.row["kind"], mapped, _body_words(hit.row["text"]))
             if row is None:
                 continue
             at = own[key] = len(group)
