@@ -25,6 +25,7 @@ import numpy as np
 
 from nbrecall.config import FamilySettings
 from nbrecall.index.family_store import family_store
+from nbrecall.index.manifest import SqliteManifest
 from nbrecall.notebook.checkpoints import is_checkpoint, saved_path
 from nbrecall.protocols import Manifest
 
@@ -73,7 +74,8 @@ def fam_at_5(results: Path, queries: Path, family_of: dict[str, str]) -> None:
     outcomes = []
     for item, line in zip(items, lines, strict=True):
         for hit in line["results"]:
-            hit.setdefault("family", family_of.get(hit["notebook"], hit["notebook"]))
+            if not hit.get("family"):  # results of a version before families, or with families off ("")
+                hit["family"] = family_of.get(hit["notebook"], hit["notebook"])
         outcomes.append(judge(item, line["results"]))
     m = metrics(outcomes)
     print(f"\n{results}: {len(items)} queries; nb@1 {m['nb@1']:.3f}  nb@3 {m['nb@3']:.3f}  "
@@ -92,7 +94,7 @@ def main() -> int:
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--results", type=Path, help="search JSON Lines to count families in the top 5 of")
     args = parser.parse_args()
-    manifest = Manifest(args.index / "manifest.sqlite", readonly=True)
+    manifest = SqliteManifest(args.index / "manifest.sqlite", readonly=True)
     store = family_store(manifest)
     if store is None:
         print("no families in this index (made before families, or with [families] enabled = false)")

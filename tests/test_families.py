@@ -172,6 +172,46 @@ def test_the_query_picks_the_member_and_a_deprecated_member_hides_no_sibling(tmp
     assert listed["projects/2019/ballast_v2.ipynb"]["matched"] is False
 
 
+def column_cells(heading: str) -> list:
+    """A timber column check; the utilisation cell sits under `heading`, which a copy may word otherwise."""
+    cells = [v4.new_markdown_cell("# Timber column design")]
+    for i in range(8):
+        cells.append(code(f"load_{i} = {i + 2} * 4.5\nprint('load {i}', load_{i})", i + 1,
+                          [stream(f"load {i} {(i + 2) * 4.5}\n")]))
+    cells.append(v4.new_markdown_cell(heading))
+    cells.append(code("area = b * h", 9))
+    cells.append(code("eta_y = sigma_cd / (k_c_y * f_c0d)\nprint('eta_y', eta_y)", 10, [stream("eta_y 0.88\n")]))
+    return cells
+
+
+def test_a_hidden_copys_hit_lends_its_score_to_the_shown_copys_chunk_of_the_same_content(tmp_path: Path) -> None:
+    root = tmp_path / "archive"
+    # the same notebook twice; only the older copy's heading above the utilisation cell says what the query asks
+    write_nb(root / "projects/2017/column.ipynb", column_cells("## Utilisation check about the y axis"))
+    write_nb(root / "projects/2019/column_copy.ipynb", column_cells("## Section values"))
+    settings = settings_for(tmp_path / "index")
+    settings.families.tie_margin = 0.9  # the recent copy stands for the family although the older one scores more
+    _report, store, embedder = index(root, settings)
+    query = "utilisation check about the y axis eta_y"
+    every = {nb.notebook: nb for nb in search(settings, store, embedder, query, all_versions=True).notebooks}
+    older, copy = every["projects/2017/column.ipynb"], every["projects/2019/column_copy.ipynb"]
+    assert older.family == copy.family
+    best = older.hits[0]  # the content's best hit is in the hidden copy: the utilisation cell, under its heading
+    assert best.cell == 11 and best.score > 2 * max(h.score for h in copy.hits if h.cell == 11)
+
+    result = search(settings, store, embedder, query)
+    entry = next(nb for nb in result.notebooks if nb.family == copy.family)
+    assert entry.notebook == "projects/2019/column_copy.ipynb"
+    # the shown copy's own chunk of that cell (same kind, same cells) ranks with the hidden copy's score, first
+    first = entry.hits[0]
+    assert (first.notebook, first.cell, first.kind) == (entry.notebook, 11, best.kind)
+    assert first.score == pytest.approx(best.score) and first.version_of is None
+    assert first.chunk_seq is not None
+    # a chunk the copies do not share lends nothing: the older copy's heading and the cell under it
+    heading = next(h for h in older.hits if h.cell in (9, 10))
+    assert all(h.score < 0.5 * heading.score for h in entry.hits if h.cell in (9, 10))
+
+
 def test_a_value_only_a_checkpoint_holds_is_found_and_labelled(tmp_path: Path, model_cache: Path) -> None:
     root = tmp_path / "archive"
     folder = root / "projects/2018"

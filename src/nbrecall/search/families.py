@@ -5,17 +5,20 @@ hide a sibling that matches. Among the members that matched, the best score wins
 it are ties, settled by recency (year, then last modified) and health. A checkpoint copy is never its own
 result: a saved version within `CHECKPOINT_MARGIN` of it stands for the family, and when it wins (it holds what the
 query asks for and its saved notebook does not, or no longer) its hits are shown labelled "in an older checkpoint of
-<saved notebook>"; a cell only it holds under a saved version's result is labelled so too.
+<saved notebook>"; a cell only it holds under a saved version's result is labelled so too. What a hidden member
+matches that the shown one holds as well lends its score to the shown one's chunk of it (`lend_scores`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nbrecall.config import FamilySettings
 from nbrecall.index.family_store import family_store
+from nbrecall.records import CONTENT_KINDS, SearchFilters, StoreHit
 from nbrecall.search.anchor import pick_anchor
 
 CHECKPOINT_MARGIN = 0.05  # a checkpoint is shown as the result only when it matches clearly better than its saved
@@ -119,6 +122,99 @@ def lacking(
             checkpoint = saved_path(group[0].row["notebook"])
         found.append(VersionHit(sha, group[0], theirs, checkpoint))
     return found
+
+
+# (notebook sha, chunk kind, the cells it covers, their text) → that notebook's chunk row of that kind covering
+# exactly those cells, or None: how `lend_scores` finds a chunk the fan-out did not bring
+ChunkLookup = Callable[[str, str, list[int], str], dict[str, Any] | None]
+
+
+def chunk_lookup(store: Any, filters: SearchFilters) -> ChunkLookup:
+    """A `ChunkLookup` by the store's keyword search for the cells' text within one notebook (and the user's
+    filters): the chunk holding that text ranks first among its notebook's chunks of its kind."""
+
+    def find(sha: str, kind: str, cells: list[int], text: str) -> dict[str, Any] | None:
+        wanted = replace(filters, notebooks=[sha], kinds=[kind])
+        rows = store.keyword(text, 20, wanted)
+        return next((row for row in rows if list(row["cells"]) == cells and row["nb_sha"] == sha), None)
+
+    return find
+
+
+def _equivalent_cells(hidden: list[int], theirs: dict[int, Any], mine: dict[int, Any],
+                      mine_by_text: dict[str, list[int]]) -> list[int] | None:
+    """The cells of the shown notebook holding what the cells `hidden` of another member hold (source and
+    outputs, whitespace aside), in the same order and spacing; the nearest place when the text recurs."""
+    first = theirs.get(hidden[0]) if hidden else None
+    if first is None:
+        return None
+    for start in sorted(mine_by_text.get(_text(first), []), key=lambda i: (abs(i - hidden[0]), i)):
+        mapped = [start + (idx - hidden[0]) for idx in hidden]
+        if all(idx in theirs and m in mine and _text(mine[m]) == _text(theirs[idx])
+               for idx, m in zip(hidden, mapped, strict=True)):
+            return mapped
+    return None
+
+
+def _body_words(text: str, words: int = 60) -> str:
+    """The first words of a chunk's text after its header lines (path, headings): what a copy's chunk of the same
+    cells says too, and enough of it for the keyword search to rank that chunk first."""
+    body = text.split("\n\n", 1)[1] if "\n\n" in text else text
+    return " ".join(body.split()[:words])
+
+
+def lend_scores(
+    entry: FamilyEntry, cells: dict[int, Any], manifest: Any, find: ChunkLookup, floor: float, limit: int
+) -> list[Any]:
+    """The entry's hits, with the scores other members' hits lend to it: a hit of another member whose cells the
+    shown notebook also holds (source and outputs alike) is the same content, so the shown notebook's chunk
+    holding it ranks with that hit's score when it is higher than its own (or was not found at all: `find`).
+
+    Without this, what a hidden copy matches best is hidden (`lacking` lists only what the shown one lacks) and
+    the shown copy's chunk of it, under other headings or a path that scores less, ranks below the page: the
+    family's result would not show the cell the query is about. At most `limit` chunks are lent a score, the
+    best first; hits under `floor` (a share of the entry's best hit) are not shown anyway and lend nothing.
+    """
+    group = list(entry.group)
+    if not entry.others or not cells:
+        return group
+    best = max((hits[0].score for hits in [group, *(g for _s, _sc, g in entry.others)] if hits), default=0.0)
+    lenders = sorted(((hit, sha) for sha, _score, hits in entry.others for hit in hits
+                      if hit.score >= floor * best and hit.row["kind"] in CONTENT_KINDS), key=lambda x: -x[0].score)
+    if not lenders:
+        return group
+    mine_by_text: dict[str, list[int]] = {}
+    for idx, cell in cells.items():
+        mine_by_text.setdefault(_text(cell), []).append(idx)
+    own = {(hit.row["kind"], tuple(hit.row["cells"])): i for i, hit in enumerate(group)}
+    theirs_of: dict[str, dict[int, Any]] = {}
+    lent: set[tuple[str, tuple[int, ...]]] = set()
+    for hit, sha in lenders:
+        if len(lent) >= limit:
+            break
+        if sha not in theirs_of:
+            theirs_of[sha] = {c.idx: c for c in manifest.cells(sha)}
+        mapped = _equivalent_cells(list(hit.row["cells"]), theirs_of[sha], cells, mine_by_text)
+        if mapped is None:
+            continue
+        key = (hit.row["kind"], tuple(mapped))
+        if key in lent:
+            continue
+        at = own.get(key)
+        if at is not None and group[at].score >= hit.score:
+            continue
+        if at is None:
+            row = find(entry.sha, hit.row["kind"], mapped, _body_words(hit.row["text"]))
+            if row is None:
+                continue
+            at = own[key] = len(group)
+            group.append(StoreHit(row, 0.0))
+        # the shown notebook's own chunk (its row: path, anchor, cells), ranked as the member's hit was
+        group[at] = StoreHit(group[at].row, hit.score, hit.keyword_rank, hit.vector_rank, hit.keyword_score,
+                             hit.similarity)
+        lent.add(key)
+    group.sort(key=lambda h: -h.score)
+    return group
 
 
 def entry_path(entry: FamilyEntry, group: list[Any]) -> str:

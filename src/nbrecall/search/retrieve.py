@@ -16,7 +16,7 @@ from nbrecall.notebook.facts import Fact
 from nbrecall.protocols import Manifest, Store
 from nbrecall.records import CONTENT_KINDS, FACT_KIND, CellRecord, FusionSettings, Hit, SearchFilters, StoreHit
 from nbrecall.search.anchor import pick_anchor
-from nbrecall.search.families import FamilyEntry, arrange, entry_path, lacking, versions
+from nbrecall.search.families import FamilyEntry, arrange, chunk_lookup, entry_path, lacking, lend_scores, versions
 from nbrecall.vision.describe import MACHINE_MARK, split_machine_text
 
 
@@ -368,6 +368,8 @@ def retrieve(
         shown: list[Hit] = []
         anchors: set[int] = set()
         limit = per_notebook or settings.hits_per_notebook
+        if families is not None and entry.others:  # what a hidden copy matched, ranked in the shown one's chunk
+            group = lend_scores(entry, cells, manifest, chunk_lookup(store, filters), settings.hit_floor, limit)
         # the notebook's chunks first (they decided its place), then its best value facts on cells not shown yet,
         # while there is room: a fact names the one value of a cell the chunks above only contain
         for hit in shown_order(group, kinds, settings.hit_floor, settings.kind_slot) + facts_by_nb.get(sha, []):
