@@ -36,7 +36,7 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 5: informative output reprs (HTML over object reprs, widgets' text), figure captions
 # 6: value facts (`fact` chunks)
 # 7: images pasted into markdown (attachments, data URIs) are figure chunks; figures' image hashes
-# 8: facts in a table of their own (`index.fact_table`), their keyword text without path, heading and context line;
+# 8: facts in a table of their own (`index.fact_table`), their keyword text without notebook path and context line;
 #    an index of 7 or older is re-chunked by its next run, which moves its facts out of the chunk table
 CHUNKER_VERSION = 8
 
@@ -129,16 +129,14 @@ def heading_paths(nb: Notebook) -> dict[int, str]:
 
 
 def fact_chunk(fact: Fact) -> Chunk:
-    """A value fact as a chunk: keyword text sees what names the value, not the rest of its line (each value of
-    `Kp = 5.97 tauI = 2.48` is its own fact), and not where it is: the notebook path, heading path and context line
-    are in its cell's chunks, and repeated in every fact they were half of the fact table's text (the store keeps
-    facts apart, `index.fact_table`). Its vector is of its name alone (`Fact.name`)."""
-    parts = [fact.statement()]
-    if fact.names and fact.names not in fact.shown:
-        parts.append(fact.names)
-    if fact.sentence:
-        parts.append(fact.sentence)
-    return Chunk("fact", [fact.cell], [fact.cell_id], fact.cell, fact.heading, "\n".join(parts), fact.name())
+    """A value fact as a chunk: keyword text sees what names the value and where it is in its notebook
+    (`Fact.description`: heading path, label and value, the variables behind it, the sentence above), not the rest
+    of its line (each value of `Kp = 5.97 tauI = 2.48` is its own fact), and not the notebook path and context line
+    its cell's chunks carry. Measured (bench/README.md, issue 13): without the heading path too, a fact printed as
+    `tau_d = 4.61` under "Fitting First Order plus Time Delay to Step Response" shares no word with "fitted dead
+    time for the … step test" and is not found; the path and context line, repeated in every fact, were half of
+    the fact table's text. Its vector is of its name alone (`Fact.name`)."""
+    return Chunk("fact", [fact.cell], [fact.cell_id], fact.cell, fact.heading, fact.description(), fact.name())
 
 
 def render_cells(
