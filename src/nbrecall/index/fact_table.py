@@ -7,12 +7,12 @@ their own keyword index, and the chunk table is what it would be without them.
 
 Why small: a fact row holds only what finds it and what ranks it. Its keyword text is the fact's own words (heading
 path, label, value, unit, the variables behind it, the sentence above: `Fact.description`), not the notebook path
-and context line its cell's chunks already carry (`ingest.chunk.fact_chunk`). Its vector (of the fact's name) is stored as int8 codes: cosine
-is scale-free, so the codes of `v / max|v| * 127` compared after normalising give the cosine within ~0.005 at a
-quarter of float32's bytes. Facts are found by keyword only (no ANN index over them); the stored vector re-scores
-the facts the keyword search found and ranks every fact of the few notebooks an answer looks into
-(`LanceStore.fact_vectors`). Where the hit is shown, the notebook path, root, heading, cell id, health and stale
-flag come from the manifest (`search.retrieve.complete_facts`).
+and context line its cell's chunks already carry (`ingest.chunk.fact_chunk`). Its vector (of the fact's name) is
+stored as int8 codes: cosine is scale-free, so the codes of `v / max|v| * 127` compared after normalising give the
+cosine within ~0.005 at a quarter of float32's bytes. Facts are found by keyword only (no ANN index over them);
+the stored vector re-scores the facts the keyword search found and ranks every fact of the few notebooks an
+answer looks into (`LanceStore.fact_vectors`). Where the hit is shown, the notebook path, root, heading, cell id,
+health and stale flag come from the manifest (`search.retrieve.complete_facts`).
 """
 
 from __future__ import annotations
