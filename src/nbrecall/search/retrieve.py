@@ -35,8 +35,10 @@ class NotebookResult:
     n_versions: int = 0  # other members of its family (listed in `versions`, at most `max_listed`)
     versions: list[dict[str, Any]] = field(default_factory=list)
     checkpoint_of: str | None = None
-    # Every cell a chunk of the fan-out covered, with the best fused score among those chunks: where in the
-    # notebook retrieval found the question (the answerer's cell-level evidence).
+    # Every cell a content chunk of the fan-out covered, with the best fused score among those chunks: where in the
+    # notebook retrieval found the question (the answerer's cell-level evidence). Fact hits are left out: their
+    # scores come from the fact table's own keyword statistics, and mixed in they moved the evidence to the cell of
+    # whichever fact its own ranking put first (eval2 v063, bench/README.md issue 13).
     cell_scores: dict[int, float] = field(default_factory=dict)
 
 
@@ -437,7 +439,7 @@ def retrieve(
                     hit_shown.heading = hit_shown.heading or fact.heading
                     hit_shown.stale = hit_shown.stale or fact.stale
         cell_scores: dict[int, float] = {}
-        for hit in group + facts_by_nb.get(sha, []):
+        for hit in group:  # content chunks only: a fact's score is on its own table's BM25 scale
             for covered in hit.row["cells"]:
                 cell_scores[covered] = max(cell_scores.get(covered, 0.0), hit.score)
         result = NotebookResult(
