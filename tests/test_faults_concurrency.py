@@ -177,20 +177,35 @@ def server_loop(index: Path, stop: threading.Event, tally: Tally, n: int) -> Non
         i += 1
 
 
+def _counts(shas: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for sha in shas:
+        counts[sha] = counts.get(sha, 0) + 1
+    return counts
+
+
 def check_store(index: Path, dim: int, tally: Tally) -> None:
-    """Store-level: a content the manifest lists as visible has all of its chunks or (just deleted) none."""
+    """Store-level: a content the manifest lists as visible has, in each table, all of its rows or (just deleted)
+    none: its content chunks in the chunk table, its value facts in the fact table. Each table commits on its own
+    (LanceDB has no transaction across tables), so while a notebook is deleted a reader may find its chunks gone
+    and its facts not yet, or the reverse; within a table it is never half there."""
     try:
         manifest = SqliteManifest(index / "manifest.sqlite", readonly=True)
         try:
             visible = manifest.indexed_shas()
-            expected = {c.sha256: c.n_chunks for c in manifest.contents("indexed") if c.sha256 in visible}
+            expected = {c.sha256: (c.n_chunks, len(manifest.facts(c.sha256)))
+                        for c in manifest.contents("indexed") if c.sha256 in visible}
         finally:
             manifest.close()
-        counts = LanceStore(index / "lance", dim).notebook_shas()
-        for sha, n in expected.items():
-            if counts.get(sha, 0) not in (0, n):
-                with tally.lock:
-                    tally.violations.append(f"store holds {counts[sha]} of the {n} chunks of {sha[:12]}")
+        store = LanceStore(index / "lance", dim)
+        chunks = _counts(store.table.search().select(["nb_sha"]).limit(None).to_arrow()["nb_sha"].to_pylist())
+        facts = _counts(store.facts.shas())
+        for sha, (n, n_facts) in expected.items():
+            for what, held, want in (("chunks", chunks.get(sha, 0), n - n_facts),
+                                     ("facts", facts.get(sha, 0), n_facts)):
+                if held not in (0, want):
+                    with tally.lock:
+                        tally.violations.append(f"store holds {held} of the {want} {what} of {sha[:12]}")
     except Exception as exc:
         with tally.lock:
             tally.errors.append(f"store check: {type(exc).__name__}: {exc}")

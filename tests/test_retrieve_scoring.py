@@ -122,6 +122,11 @@ class _Store:
         return [StoreHit(dict(h.row), h.score) for h in self.hits
                 if filters.kinds is None or h.row["kind"] in filters.kinds]
 
+    def search_facts(self, text, vector, k, filters, fusion=None):  # type: ignore[no-untyped-def]
+        self.texts.append(text)
+        self.kinds.append("facts")
+        return [StoreHit(dict(h.row), h.score) for h in self.hits if h.row["kind"] == "fact"]
+
 
 class _Manifest:
     def indexed_shas(self, among: object = None) -> set[str]:
@@ -161,8 +166,8 @@ def test_notebooks_are_ranked_by_their_content_and_facts_shown_inside_them() -> 
     found = retrieve("anything", store, manifest, None, RetrieveSettings())  # type: ignore[arg-type]
     assert [nb.nb_sha for nb in found.notebooks] == ["a"]
     assert [(h.kind, h.cell) for h in found.notebooks[0].hits] == [("code", 1), ("fact", 2)]  # cell 1 shown once
-    assert sorted(map(str, store.kinds)) == sorted([str(["fact"]), str(["text", "code", "table", "scalar", "error",
-                                                                         "figure"])])
+    assert sorted(map(str, store.kinds)) == sorted(["facts", str(["text", "code", "table", "scalar", "error",
+                                                                  "figure"])])
 
 
 def test_shown_hits_put_the_asked_for_kind_second_and_drop_the_weak_tail() -> None:

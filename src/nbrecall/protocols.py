@@ -33,6 +33,11 @@ if TYPE_CHECKING:  # annotations only (a status or a search imports this before 
 class Store(Protocol):
     """What the indexer and the retriever need from a chunk store.
 
+    Rows of kind `fact` (value facts) are written with the chunks (`replace_notebooks`, `append_notebooks`, one
+    embedding queue, `set_vectors`) but searched apart: `search`, `keyword` and `vectors` are for content chunks,
+    `search_facts` finds facts by keyword (re-scored with their stored vectors; a hit's row is
+    `records.FACT_COLUMNS` plus `kind`, `cells`, `anchor`), `fact_vectors` reads the facts of a few notebooks.
+
     Capabilities (class attributes):
     * `shared`: several indexers and servers use the store at once (no writer lock; writes are idempotent
       upserts taken in one lock order);
@@ -59,6 +64,15 @@ class Store(Protocol):
         filters: SearchFilters,
         fusion: FusionSettings | None = None,
     ) -> list[StoreHit]: ...
+    def search_facts(
+        self,
+        text: str,
+        vector: np.ndarray | None,
+        k: int,
+        filters: SearchFilters,
+        fusion: FusionSettings | None = None,
+    ) -> list[StoreHit]: ...
+    def fact_vectors(self, notebooks: list[str], limit: int = 20_000) -> dict[str, np.ndarray]: ...
     def keyword(self, text: str, k: int, filters: SearchFilters) -> list[dict[str, Any]]: ...
     def finish_run(self) -> None: ...
     def ensure_vector_index(self, force: bool = False) -> str: ...

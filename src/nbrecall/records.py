@@ -51,6 +51,10 @@ CHUNK_COLUMNS = [f.name for f in fields(ChunkRow) if f.name != "vector"]
 # What a search hit carries: every column but the per-cell ids and the tags, which no reader of a hit uses and
 # which cost the most to fetch (list columns: at 1M rows, tags alone added ~4.6 ms to each 72-row list).
 HIT_COLUMNS = [name for name in CHUNK_COLUMNS if name not in ("cell_ids", "tags")]
+# What a fact search returns of a fact (`Store.search_facts`): a store keeps facts apart with only these (and tags
+# and a vector); the store adds `kind`, `cells` and `anchor`, and `search.retrieve.complete_facts` the notebook's
+# path, root, health and the fact's heading, cell id and stale flag (from the manifest).
+FACT_COLUMNS = ["chunk_id", "nb_sha", "cell", "text", "year", "project", "author", "deprecated"]
 
 
 def parse_year_range(year: str | None) -> tuple[int | None, int | None]:

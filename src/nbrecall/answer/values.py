@@ -126,22 +126,19 @@ def gather(
     extra: int = 30,
 ) -> list[RankedFact]:
     """The candidate facts: every fact of the first `top` notebooks (their stored vectors read at once, compared
-    with the question's here: a nearest-neighbour list would cut a notebook's facts short), and the facts a
-    hybrid fact search finds across the archive (`extra` of them, with their keyword scores)."""
+    with the question's here: a nearest-neighbour list would cut a notebook's facts short), and the first `extra`
+    facts retrieval's own fact search found across the archive (`SearchResult.fact_hits`: the store is searched
+    for facts once per question), with their keyword scores and similarities."""
     notebooks = [nb for nb in result.notebooks[:top] if nb.hits]
     by_sha = {nb.nb_sha: nb for nb in result.notebooks}
     vector = archive.query_vector(question.text)
-    base = replace(filters or SearchFilters(), kinds=["fact"])
     stored: dict[str, tuple[np.ndarray, list[int]]] = {}
-    if notebooks and vector is not None:  # every chunk of the first notebooks, facts and the others
-        everything = replace(filters or SearchFilters(), notebooks=[nb.nb_sha for nb in notebooks])
-        stored = archive.store.vectors(everything, limit=20_000)
-    found = archive.store.search(question.text, vector, extra, base) if extra else []
+    if notebooks and vector is not None:  # every chunk and every fact of the first notebooks
+        first = [nb.nb_sha for nb in notebooks]
+        stored = archive.store.vectors(replace(filters or SearchFilters(), notebooks=first), limit=20_000)
+        stored.update((cid, (v, [])) for cid, v in archive.store.fact_vectors(first).items())
+    found = result.fact_hits[:extra]
     keyword = {h.row["chunk_id"]: h.keyword_score for h in found}
-    if notebooks:  # the keyword side for every fact of the first notebooks (one list, relative to its best)
-        facts_within = replace(base, notebooks=[nb.nb_sha for nb in notebooks])
-        for h in archive.store.search(question.text, None, 500, facts_within):
-            keyword[h.row["chunk_id"]] = max(keyword.get(h.row["chunk_id"], 0.0), h.keyword_score)
     similarity = {h.row["chunk_id"]: h.similarity for h in found if h.vector_rank is not None}
     shas = [nb.nb_sha for nb in notebooks]
     shas += list(dict.fromkeys(h.row["nb_sha"] for h in found if h.row["nb_sha"] not in shas))

@@ -29,6 +29,7 @@ import logging
 import math
 import time
 from contextlib import closing
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ from nbrecall.index.fusion import fuse
 from nbrecall.index.pg_db import PgDatabase, clean_text
 from nbrecall.index.pg_schema import store_migrations
 from nbrecall.index.terms import keyword_query, keyword_text
-from nbrecall.records import CHUNK_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
+from nbrecall.records import CHUNK_COLUMNS, FACT_KIND, ChunkRow, FusionSettings, SearchFilters, StoreHit
 
 log = logging.getLogger("nbrecall.index")
 
@@ -289,6 +290,21 @@ class PgStore:
             {**params, "f_limit": int(limit)},
         )
         return {cid: (_as_array(vector), list(cells or [])) for cid, cells, vector in rows}
+
+    def search_facts(
+        self, text: str, vector: np.ndarray | None, k: int, filters: SearchFilters,
+        fusion: FusionSettings | None = None,
+    ) -> list[StoreHit]:
+        """Hybrid search of the value facts. Here they are still rows of kind `fact` in the chunk table (their own
+        table, as `index.fact_table` has for LanceDB, is not written yet), so they share its BM25 statistics."""
+        return self.search(text, vector, k, replace(filters, kinds=[FACT_KIND]), fusion)
+
+    def fact_vectors(self, notebooks: list[str], limit: int = 20_000) -> dict[str, np.ndarray]:
+        """fact id → vector of the facts of `notebooks` (see `LanceStore.fact_vectors`)."""
+        if not notebooks:
+            return {}
+        found = self.vectors(SearchFilters(kinds=[FACT_KIND], notebooks=notebooks, include_deprecated=True), limit)
+        return {cid: vector for cid, (vector, _cells) in found.items()}
 
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT chunk_id FROM chunks")]

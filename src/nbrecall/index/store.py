@@ -13,18 +13,19 @@ import logging
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from nbrecall.index.fact_table import FactTable, fuse_facts
 from nbrecall.index.faults import damaged, storage_fault
 from nbrecall.index.fusion import fuse
 from nbrecall.index.heap import bound_arenas, release_free_memory
 from nbrecall.index.terms import keyword_query, keyword_text
-from nbrecall.records import HIT_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
+from nbrecall.records import FACT_KIND, HIT_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
 
 
 def _quote(value: str) -> str:
@@ -57,6 +58,11 @@ def lance_where(filters: SearchFilters) -> str | None:
     if filters.notebooks is not None:
         clauses.append(f"nb_sha IN ({', '.join(_quote(s) for s in filters.notebooks) or _quote('')})")
     return " AND ".join(clauses) or None
+
+
+def _split(rows: list[ChunkRow]) -> tuple[list[ChunkRow], list[ChunkRow]]:
+    """(content chunks, value facts): each goes to its own table."""
+    return [r for r in rows if r.kind != FACT_KIND], [r for r in rows if r.kind == FACT_KIND]
 
 
 def chunk_schema(dim: int) -> pa.Schema:
@@ -126,7 +132,8 @@ class AnnSettings:
 
 
 class LanceStore:
-    """The embedded default store: one LanceDB table `chunks` in `<index>/lance`."""
+    """The embedded default store: LanceDB tables `chunks` and `facts` (value facts, `index.fact_table`) in
+    `<index>/lance`. Rows of kind `fact` are written with the chunks and go to the fact table."""
 
     TABLE = "chunks"
     # capabilities (`protocols.Store`): one indexer at a time (the writer lock); finish_run may run beside appends
@@ -160,6 +167,7 @@ class LanceStore:
                 self.table = self.db.open_table(self.TABLE)
             else:
                 self.table = self.db.create_table(self.TABLE, schema=self.schema)
+            self.facts = FactTable(self.db, dim)
         except Exception as exc:  # damaged version file, read-only folder for a new index, ...
             fault = storage_fault(exc, path.parent, "opening")
             if fault is None:
@@ -169,6 +177,10 @@ class LanceStore:
             # LanceDB opens a table whose latest version file is zeroed as an empty table without columns.
             raise damaged(
                 path / f"{self.TABLE}.lance" / "_versions", path.parent, "the chunk table has lost its columns"
+            )
+        if not self.facts.has_columns():
+            raise damaged(
+                path / f"{FactTable.NAME}.lance" / "_versions", path.parent, "the fact table has lost its columns"
             )
         self._fts_ready = self._has_fts()
 
@@ -196,28 +208,35 @@ class LanceStore:
         return pa.Table.from_pydict(columns, schema=self.schema)
 
     def replace_notebooks(self, remove: list[str], rows: list[ChunkRow]) -> None:
-        """Insert `rows`; delete every other chunk of the notebooks in `remove` (+ those of `rows`); one commit."""
+        """Insert `rows`; delete every other chunk and fact of the notebooks in `remove` (+ those of `rows`); one
+        commit per table, the chunks' first. A crash between the two leaves a notebook's new chunks beside its
+        old facts: the manifest still lists its old content, so the next run indexes it again (and a fact is
+        shown only inside a notebook the chunks ranked, its fields read from the manifest)."""
         shas = sorted({*remove, *(r.nb_sha for r in rows)})
         if not shas:
             return
         condition = f"nb_sha IN ({', '.join(_quote(s) for s in shas)})"
-        if not rows:
+        chunks, facts = _split(rows)
+        if not chunks:
             self.table.delete(condition)
-            return
-        (
-            self.table.merge_insert("chunk_id")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(condition)
-            .execute(self._to_arrow(rows), on_bad_vectors="null")
-        )
+        else:
+            (
+                self.table.merge_insert("chunk_id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete(condition)
+                .execute(self._to_arrow(chunks), on_bad_vectors="null")
+            )
+        self.facts.replace(condition, facts)
 
     def append_notebooks(self, rows: list[ChunkRow]) -> None:
         """Add the chunks of notebooks the store does not hold yet: one append commit, no scan of the table (a
         `merge_insert` joins against every row, which grows with the archive). The caller guarantees they are new
         (after an interrupted run, the indexer first deletes chunks the manifest does not know)."""
-        if rows:
-            self.table.add(self._to_arrow(rows), on_bad_vectors="null")
+        chunks, facts = _split(rows)
+        if chunks:
+            self.table.add(self._to_arrow(chunks), on_bad_vectors="null")
+        self.facts.append(facts)
 
     def set_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         """Give stored chunks their vectors (progressive indexing: text first, vectors later); one commit.
@@ -225,13 +244,13 @@ class LanceStore:
         if not vectors:
             return
         ids = sorted(vectors)
-        found = (
-            self.table.search()
-            .where(f"chunk_id IN ({', '.join(_quote(i) for i in ids)})")
-            .select(list(self.schema.names))
-            .limit(None)
-            .to_arrow()
-        )
+        where_ids = f"chunk_id IN ({', '.join(_quote(i) for i in ids)})"
+        found = self.table.search().where(where_ids).select(list(self.schema.names)).limit(None).to_arrow()
+        if found.num_rows < len(ids):  # the rest are facts (or gone)
+            held = set(found["chunk_id"].to_pylist())
+            rest = [i for i in ids if i not in held]
+            self.facts.set_vectors({i: vectors[i] for i in rest},
+                                   f"chunk_id IN ({', '.join(_quote(i) for i in rest)})")
         if found.num_rows == 0:
             return
         column = [np.asarray(vectors[i], dtype=np.float32).tolist() for i in found["chunk_id"].to_pylist()]
@@ -242,12 +261,15 @@ class LanceStore:
     def delete_notebooks(self, shas: list[str]) -> None:
         for start in range(0, len(shas), 500):
             part = shas[start : start + 500]
-            self.table.delete(f"nb_sha IN ({', '.join(_quote(s) for s in part)})")
+            condition = f"nb_sha IN ({', '.join(_quote(s) for s in part)})"
+            self.table.delete(condition)
+            self.facts.delete(condition)
 
     def finish_run(self) -> None:
         """Bring the keyword index up to date and compact: rows added since the index was built become findable."""
         from lancedb.index import FTS
 
+        self.facts.finish_run(_dt.timedelta(minutes=10))
         if self.table.count_rows() == 0:
             return
         if not self._fts_ready:
@@ -385,14 +407,45 @@ class LanceStore:
         path.write_text(json.dumps(state, indent=1) + "\n")
 
     def count(self) -> int:
-        return self.table.count_rows()
+        """Rows of both tables (chunks and facts), as the indexer counts the rows it writes."""
+        return self.table.count_rows() + self.facts.count()
 
     def notebook_shas(self) -> dict[str, int]:
+        """Notebook → rows held, chunks and facts: strays in either table are swept."""
         counts: dict[str, int] = {}
         column = self.table.search().select(["nb_sha"]).limit(None).to_arrow()["nb_sha"]
-        for sha in column.to_pylist():
+        for sha in [*column.to_pylist(), *self.facts.shas()]:
             counts[sha] = counts.get(sha, 0) + 1
         return counts
+
+    def search_facts(
+        self, text: str, vector: np.ndarray | None, k: int, filters: SearchFilters,
+        fusion: FusionSettings | None = None,
+    ) -> list[StoreHit]:
+        """The `k` best value facts by keyword (their own table and BM25 statistics), each re-scored with its
+        stored vector as a hybrid hit would be (`fuse` over the same list ranked by similarity); `filters.kinds`
+        does not apply. A hit's row: `records.FACT_COLUMNS` plus `kind`, `cells` and `anchor`."""
+        where = lance_where(replace(filters, kinds=None))
+        try:
+            rows = self.facts.keyword(text, k, where)
+        except Exception as exc:  # a query the full-text parser rejects finds nothing; a damaged file is an error
+            fault = storage_fault(exc, self.path.parent, "searching")
+            if fault is not None:
+                raise fault from exc
+            return []
+        return fuse_facts(rows, vector, fusion or FusionSettings())
+
+    def fact_vectors(self, notebooks: list[str], limit: int = 20_000) -> dict[str, np.ndarray]:
+        """fact id → unit vector of the facts of `notebooks` (the answerer ranks every fact of a few notebooks)."""
+        if not notebooks:
+            return {}
+        try:
+            return self.facts.vectors(f"nb_sha IN ({', '.join(_quote(s) for s in notebooks)})", limit)
+        except Exception as exc:
+            fault = storage_fault(exc, self.path.parent, "searching")
+            if fault is None:
+                raise
+            raise fault from exc
 
 
     def vectors(self, filters: SearchFilters, limit: int = 5000) -> dict[str, tuple[np.ndarray, list[int]]]:

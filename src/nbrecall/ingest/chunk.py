@@ -34,7 +34,10 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 4: keyword text carries the notebook's context line (title, data paths, compound classes)
 # 5: informative output reprs (HTML over object reprs, widgets' text), figure captions
 # 6: value facts (`fact` chunks)
-CHUNKER_VERSION = 7  # 7: images pasted into markdown (attachments, data URIs) are figure chunks; figures' image hashes
+# 7: images pasted into markdown (attachments, data URIs) are figure chunks; figures' image hashes
+# 8: facts in a table of their own (`index.fact_table`), their keyword text without notebook path and context line;
+#    an index of 7 or older is re-chunked by its next run, which moves its facts out of the chunk table
+CHUNKER_VERSION = 8
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).
@@ -101,10 +104,10 @@ def chunk_notebook(
         chunks.extend(_group_chunks(header, group, rendered, analysis, counted, count_tokens, budget))
     chunks.extend(_typed_chunks(nb, header, groups, rendered, counted))
     first_fact = len(chunks)
-    chunks.extend(fact_chunk(header, fact) for fact in facts or [])
+    chunks.extend(fact_chunk(fact) for fact in facts or [])
     context = notebook_context(nb, analysis.trees).line
     if context:  # keyword text only, in the header (snippets skip it); vectors keep the cell's own meaning
-        for chunk in chunks:
+        for chunk in chunks[:first_fact]:  # a fact's cell chunks carry it already
             head, sep, body = chunk.text.partition("\n\n")
             chunk.text = f"{head}\n{context}{sep}{body}"
     for seq, chunk in enumerate(chunks):
@@ -119,12 +122,15 @@ def heading_paths(nb: Notebook) -> dict[int, str]:
     return cell_heading_paths((cell.index, cell.is_markdown, cell.source) for cell in nb.cells)
 
 
-def fact_chunk(header: str, fact: Fact) -> Chunk:
-    """A value fact as a chunk: keyword text sees what names the value and where it is, not the rest of its line
-    (each value of `Kp = 5.97 tauI = 2.48` is its own fact); its vector is of its name alone (`Fact.name`)."""
-    head = f"{header}\n{fact.heading}".rstrip()
-    text = f"{head}\n\n{fact.description()}"
-    return Chunk("fact", [fact.cell], [fact.cell_id], fact.cell, fact.heading, text, fact.name())
+def fact_chunk(fact: Fact) -> Chunk:
+    """A value fact as a chunk: keyword text sees what names the value and where it is in its notebook
+    (`Fact.description`: heading path, label and value, the variables behind it, the sentence above), not the rest
+    of its line (each value of `Kp = 5.97 tauI = 2.48` is its own fact), and not the notebook path and context line
+    its cell's chunks carry. Measured (bench/README.md, issue 13): without the heading path too, a fact printed as
+    `tau_d = 4.61` under "Fitting First Order plus Time Delay to Step Response" shares no word with "fitted dead
+    time for the … step test" and is not found; the path and context line, repeated in every fact, were half of
+    the fact table's text. Its vector is of its name alone (`Fact.name`)."""
+    return Chunk("fact", [fact.cell], [fact.cell_id], fact.cell, fact.heading, fact.description(), fact.name())
 
 
 def render_cells(

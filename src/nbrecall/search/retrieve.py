@@ -35,8 +35,10 @@ class NotebookResult:
     n_versions: int = 0  # other members of its family (listed in `versions`, at most `max_listed`)
     versions: list[dict[str, Any]] = field(default_factory=list)
     checkpoint_of: str | None = None
-    # Every cell a chunk of the fan-out covered, with the best fused score among those chunks: where in the
-    # notebook retrieval found the question (the answerer's cell-level evidence).
+    # Every cell a content chunk of the fan-out covered, with the best fused score among those chunks: where in the
+    # notebook retrieval found the question (the answerer's cell-level evidence). Fact hits are left out: their
+    # scores come from the fact table's own keyword statistics, and mixed in they moved the evidence to the cell of
+    # whichever fact its own ranking put first (eval2 v063, bench/README.md issue 13).
     cell_scores: dict[int, float] = field(default_factory=dict)
 
 
@@ -44,6 +46,9 @@ class NotebookResult:
 class SearchResult:
     query: str
     notebooks: list[NotebookResult]
+    # The value facts the fact search found across the archive (best first, completed by `complete_facts`): the
+    # answerer ranks these instead of searching again (`answer.values.gather`)
+    fact_hits: list[StoreHit] = field(default_factory=list)
 
     def hits(self, k: int) -> list[Hit]:
         """Results in the order a user sees them: notebook by notebook, best first, at most `k`."""
@@ -285,15 +290,41 @@ def _search_apart(
     A fact repeats one value of a cell that a content chunk already holds, in a short text; searched together,
     a notebook's many facts (short texts score high in BM25) took the fan-out's places and the notebook ranking's
     votes from the chunks (issue 13: eval nb@1 0.950 → 0.900). So notebooks are ranked by their content chunks,
-    as without facts, and the facts, found by a second search, are shown inside them.
+    as without facts, and the facts, found by the store's fact search (`Store.search_facts`: their own keyword
+    statistics), are shown inside them.
     """
     wanted = filters.kinds
     content = [k for k in (wanted or CONTENT_KINDS) if k != FACT_KIND]
     hits = store.search(query, vector, settings.fanout, replace(filters, kinds=content), fusion) if content else []
     fact_hits: list[StoreHit] = []
     if wanted is None or FACT_KIND in wanted:
-        fact_hits = store.search(query, vector, settings.fanout, replace(filters, kinds=[FACT_KIND]), fusion)
+        fact_hits = store.search_facts(query, vector, settings.fanout, replace(filters, kinds=None), fusion)
     return hits, fact_hits
+
+
+def complete_facts(fact_hits: list[StoreHit], hits: list[StoreHit], manifest: Manifest) -> None:
+    """Give fact hits the fields of a chunk hit that a store does not keep per fact (`records.FACT_COLUMNS`): the
+    notebook's path, root, health and stale flag from a content hit of the same notebook, else from the manifest.
+    Heading and cell id start empty: `retrieve` takes them (and the fact's own stale flag) from the fact itself
+    when the hit is shown."""
+    by_sha = {h.row["nb_sha"]: h.row for h in hits}
+    looked_up: dict[str, dict[str, Any]] = {}
+    for hit in fact_hits:
+        row = hit.row
+        if "notebook" not in row:
+            sha = row["nb_sha"]
+            known = by_sha.get(sha)
+            if known is None:
+                if sha not in looked_up:
+                    record = manifest.content(sha)
+                    meta = (record.meta or {}) if record is not None else {}
+                    looked_up[sha] = {"notebook": record.rel if record else "", "root": record.root if record else "",
+                                      "health": meta.get("health", 1.0), "stale": False}
+                known = looked_up[sha]
+            for name in ("notebook", "root", "health", "stale"):
+                row[name] = known.get(name)
+        row.setdefault("heading", "")
+        row.setdefault("anchor_id", "")
 
 
 def _make_hit(
@@ -348,6 +379,7 @@ def retrieve(
     kinds = intent_kinds(positive)
     fusion = FusionSettings(settings.fusion, settings.alpha, settings.rrf_k)
     hits, fact_hits = _search_apart(positive, query_vector, store, settings, filters, fusion)
+    complete_facts(fact_hits, hits, manifest)
     weigh_machine_text(hits, positive, fusion, settings.machine_text_weight)
     hits = rerank(positive, hits, settings.phrase_weight, settings.intent_boost, settings.machine_text_weight)
     fact_hits = rerank(positive, fact_hits, settings.phrase_weight, settings.intent_boost)
@@ -397,8 +429,11 @@ def retrieve(
                     facts_of[hit_shown.nb_sha] = {f.seq: f for f in manifest.facts(hit_shown.nb_sha)}
                 fact = facts_of[hit_shown.nb_sha].get(int(hit_shown.chunk_seq))
                 hit_shown.fact = fact_summary(fact) if fact is not None else None
+                if fact is not None:
+                    hit_shown.heading = hit_shown.heading or fact.heading
+                    hit_shown.stale = hit_shown.stale or fact.stale
         cell_scores: dict[int, float] = {}
-        for hit in group + facts_by_nb.get(sha, []):
+        for hit in group:  # content chunks only: a fact's score is on its own table's BM25 scale
             for covered in hit.row["cells"]:
                 cell_scores[covered] = max(cell_scores.get(covered, 0.0), hit.score)
         result = NotebookResult(
@@ -419,4 +454,4 @@ def retrieve(
                 list(cells.values()), shown[0].cell, settings.neighbours_after
             )
         results.append(result)
-    return SearchResult(query, results)
+    return SearchResult(query, results, fact_hits)
