@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from nbrecall.index.pg_db import PgDatabase
-from nbrecall.index.pg_store import PgStore, filter_sql
+from nbrecall.index.pg_sql import filter_sql
+from nbrecall.index.pg_store import PgStore
 from nbrecall.records import ChunkRow, SearchFilters
 
 DIM = 384

@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from nbrecall.index.store import AnnSettings, LanceStore, chunk_schema
+from nbrecall.index.lance_schema import AnnSettings, chunk_schema
+from nbrecall.index.store import LanceStore
 from nbrecall.records import SearchFilters
 
 DIM = 384

@@ -145,7 +145,7 @@ def test_an_index_of_the_old_layout_opens_and_its_next_run_moves_the_facts(
     _notebooks(root)
     # the old layout: facts written as rows of the chunk table, no fact table, an older chunker in the fingerprint
     with monkeypatch.context() as old:
-        old.setattr(store_module, "_split", lambda rows: (rows, []))
+        old.setattr(store_module, "split_rows", lambda rows: (rows, []))
         old.setattr(build_module, "CHUNKER_VERSION", 7)
         _index(root, index)
     lance = LanceStore(index / "lance", HashEmbedder.dim)

@@ -24,7 +24,8 @@ from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.pg_db import PgDatabase
 from nbrecall.index.pg_manifest import PgManifest
 from nbrecall.index.pg_schema import store_migrations
-from nbrecall.index.pg_store import PgStore, filter_sql, tsquery_literal
+from nbrecall.index.pg_sql import filter_sql, tsquery_literal
+from nbrecall.index.pg_store import PgStore
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.records import CellRecord, ChunkRow, ContentRecord, FileRecord, PendingVector, SearchFilters

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nbrecall.index.store import AnnSettings, LanceStore
+from nbrecall.index.lance_schema import AnnSettings
+from nbrecall.index.store import LanceStore
 from nbrecall.records import ChunkRow, SearchFilters
 
 DIM = 32

@@ -350,14 +350,14 @@ def test_like_wildcards_in_the_author_filter_are_literal(client: TestClient) -> 
     assert authors("solberg")  # a plain substring still matches
     assert authors("%") == set() and authors("_") == set() and authors("s_lberg") == set()
     assert authors("\\") == set()
-    from nbrecall.index.store import lance_where
+    from nbrecall.index.lance_schema import lance_where
 
     where = lance_where(SearchFilters(author="50%_a\\b")) or ""
     assert "LIKE '%50\\%\\_a\\\\b%' ESCAPE '\\'" in where
 
 
 def test_the_postgresql_filter_is_a_literal_substring_too() -> None:
-    from nbrecall.index.pg_store import filter_sql
+    from nbrecall.index.pg_sql import filter_sql
 
     sql, params = filter_sql(SearchFilters(author="A%_b"))
     assert "strpos(lower(author), %(f_author)s) > 0" in sql and params["f_author"] == "a%_b"

@@ -75,7 +75,7 @@ def parse_year_range(year: str | None) -> tuple[int | None, int | None]:
 class SearchFilters:
     """Filters applied inside the store (before ranking), so a filtered search still fills its fan-out.
 
-    Each store translates them to its own query language (`index.store.lance_where`, `index.pg_store.filter_sql`).
+    Each store translates them to its own query language (`index.lance_schema.lance_where`, `index.pg_sql.filter_sql`).
     """
 
     year_from: int | None = None

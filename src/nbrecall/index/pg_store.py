@@ -38,6 +38,7 @@ from nbrecall.index.faults import StoreUnavailable, pg_fault, redact
 from nbrecall.index.fusion import fuse
 from nbrecall.index.pg_db import PgDatabase, clean_text
 from nbrecall.index.pg_schema import store_migrations
+from nbrecall.index.pg_sql import filter_sql, tsquery_literal
 from nbrecall.index.terms import keyword_query, keyword_text
 from nbrecall.records import CHUNK_COLUMNS, FACT_KIND, ChunkRow, FusionSettings, SearchFilters, StoreHit
 
@@ -66,42 +67,6 @@ _COPY = f"COPY chunks ({', '.join(COLUMNS)}, vector) FROM STDIN (FORMAT BINARY)"
 def _as_array(vector: Any) -> np.ndarray:
     """A `vector` column value as float32 (pgvector's adapter gives a `Vector`, or an array once registered)."""
     return np.asarray(vector.to_numpy() if hasattr(vector, "to_numpy") else vector, dtype=np.float32)
-
-
-def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
-    """`SearchFilters` as an SQL condition on `chunks` with named parameters (same meaning as `store.lance_where`)."""
-    clauses: list[str] = []
-    params: dict[str, Any] = {}
-    if filters.year_from is not None:
-        clauses.append("year >= %(f_year_from)s")
-        params["f_year_from"] = int(filters.year_from)
-    if filters.year_to is not None:
-        clauses.append("year <= %(f_year_to)s")
-        params["f_year_to"] = int(filters.year_to)
-    if filters.project:
-        clauses.append("project = %(f_project)s")
-        params["f_project"] = filters.project
-    if filters.author:
-        clauses.append("strpos(lower(author), %(f_author)s) > 0")
-        params["f_author"] = filters.author.lower()
-    if filters.tag:
-        clauses.append("%(f_tag)s = ANY(tags)")
-        params["f_tag"] = filters.tag
-    if not filters.include_deprecated:
-        clauses.append("NOT deprecated")
-    if filters.kinds:
-        clauses.append("kind = ANY(%(f_kinds)s)")
-        params["f_kinds"] = list(filters.kinds)
-    if filters.notebooks is not None:
-        clauses.append("nb_sha = ANY(%(f_notebooks)s)")
-        params["f_notebooks"] = list(filters.notebooks)
-    return " AND ".join(clauses) or "TRUE", params
-
-
-def tsquery_literal(lexemes: list[str]) -> str:
-    """An OR of lexemes as tsquery input: each quoted, so no lexeme is re-parsed or read as an operator."""
-    quoted = ("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
-    return " | ".join(quoted)
 
 
 class PgStore:

@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,111 +24,11 @@ from nbrecall.index.fact_table import FactTable, fuse_facts
 from nbrecall.index.faults import damaged, storage_fault
 from nbrecall.index.fusion import fuse
 from nbrecall.index.heap import bound_arenas, release_free_memory
+from nbrecall.index.lance_schema import AnnSettings, chunk_schema, lance_where, split_rows, sql_literal
 from nbrecall.index.terms import keyword_query, keyword_text
-from nbrecall.records import FACT_KIND, HIT_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _like_literal(value: str) -> str:
-    """`value` matched literally inside a LIKE pattern whose escape character is a backslash."""
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def lance_where(filters: SearchFilters) -> str | None:
-    """`SearchFilters` as a LanceDB (DataFusion SQL) condition; `pg_store.filter_sql` is its PostgreSQL twin."""
-    clauses: list[str] = []
-    if filters.year_from is not None:
-        clauses.append(f"year >= {int(filters.year_from)}")
-    if filters.year_to is not None:
-        clauses.append(f"year <= {int(filters.year_to)}")
-    if filters.project:
-        clauses.append(f"project = {_quote(filters.project)}")
-    if filters.author:
-        # a substring match: the filter's own `%`, `_` and `\\` are literal characters, not wildcards
-        clauses.append(f"lower(author) LIKE {_quote('%' + _like_literal(filters.author.lower()) + '%')} ESCAPE '\\'")
-    if filters.tag:
-        clauses.append(f"array_has_any(tags, [{_quote(filters.tag)}])")
-    if not filters.include_deprecated:
-        clauses.append("deprecated = false")
-    if filters.kinds:
-        clauses.append(f"kind IN ({', '.join(_quote(k) for k in filters.kinds)})")
-    if filters.notebooks is not None:
-        clauses.append(f"nb_sha IN ({', '.join(_quote(s) for s in filters.notebooks) or _quote('')})")
-    return " AND ".join(clauses) or None
-
-
-def _split(rows: list[ChunkRow]) -> tuple[list[ChunkRow], list[ChunkRow]]:
-    """(content chunks, value facts): each goes to its own table."""
-    return [r for r in rows if r.kind != FACT_KIND], [r for r in rows if r.kind == FACT_KIND]
-
-
-def chunk_schema(dim: int) -> pa.Schema:
-    return pa.schema(
-        [
-            pa.field("chunk_id", pa.string(), nullable=False),
-            pa.field("nb_sha", pa.string(), nullable=False),
-            pa.field("notebook", pa.string()),
-            pa.field("root", pa.string()),
-            pa.field("kind", pa.string()),
-            pa.field("cells", pa.list_(pa.int32())),
-            pa.field("cell_ids", pa.list_(pa.string())),
-            pa.field("anchor", pa.int32()),
-            pa.field("anchor_id", pa.string()),
-            pa.field("heading", pa.string()),
-            pa.field("text", pa.string()),
-            pa.field("year", pa.int32()),
-            pa.field("project", pa.string()),
-            pa.field("author", pa.string()),
-            pa.field("tags", pa.list_(pa.string())),
-            pa.field("deprecated", pa.bool_()),
-            pa.field("stale", pa.bool_()),
-            pa.field("health", pa.float32()),
-            pa.field("vector", pa.list_(pa.float32(), dim), nullable=True),
-        ]
-    )
-
+from nbrecall.records import HIT_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
 
 log = logging.getLogger("nbrecall.index")
-
-
-@dataclass
-class AnnSettings:
-    """When `LanceStore` builds its approximate vector index (ANN), and how it is searched.
-
-    Below `min_rows` rows with a vector, a flat scan is exact and fast enough (measured in bench/README.md), so no
-    index is built. From `min_rows` on, `finish_run` builds one (cosine); later runs add new rows to it
-    incrementally (`optimize()`), and train it again from scratch once the table has grown `retrain_growth`-fold
-    since it was trained (partitions and quantiser fitted to a smaller archive; 2: total build work stays
-    under twice the last build).
-
-    IVF_SQ (√rows partitions, 8-bit scalar quantisation), because on vectors with the shape of real MiniLM
-    embeddings and real query wording (bench/scale_query.py, bench/README.md) it reached recall@10 ≥ 0.95 where
-    IVF_HNSW_SQ and IVF_HNSW_FLAT stayed at 0.80–0.83 with their default `ef` (0.94 at `ef` 300), and it builds
-    in 30 s at 1M rows (HNSW: minutes; IVF_PQ: 25× slower and recall 0.75 at 100k).
-
-    Query side: real questions lie away from the chunks they match, so their neighbours spread over more IVF
-    partitions than a fixed 20 probes reach (recall@10 0.77 at 1M rows with 20 of 1,000 partitions); probing
-    `probe_share` of the partitions held recall@10 ≥ 0.95 from 100k to 1M rows (0.993 at 1M, 16%) for ~10 ms.
-    A narrow filter (project, author, tag) lets LanceDB probe on until k rows pass it (else its rows in other
-    partitions are missed); broad filters do not, as that costs 3–4× (it probes until the result is provably
-    exact). `refine_factor` re-scores the candidates with the stored vectors: without it LanceDB returns the
-    quantised distance as `_distance`, which the fusion would read as the cosine.
-    """
-
-    min_rows: int = 50_000
-    index_type: str = "IVF_SQ"  # or IVF_HNSW_SQ, IVF_HNSW_FLAT, IVF_PQ (compared in bench/scale_query.py)
-    partition_rows: int = 1_000_000  # HNSW types only: target rows per IVF partition (one graph each)
-    m: int = 20  # HNSW neighbours per node
-    ef_construction: int = 150
-    ef: int = 0  # HNSW candidates per query; 0: LanceDB's 1.5 × k
-    probe_share: float = 0.15  # IVF partitions probed per query, as a share of all (at least 20)
-    nprobes: int = 0  # a fixed number of partitions instead of `probe_share`
-    refine_factor: int = 1
-    retrain_growth: float = 2.0
-    state_file: str = "vector_index.json"  # beside the table: rows the index was trained on, build time
 
 
 class LanceStore:
@@ -215,8 +115,8 @@ class LanceStore:
         shas = sorted({*remove, *(r.nb_sha for r in rows)})
         if not shas:
             return
-        condition = f"nb_sha IN ({', '.join(_quote(s) for s in shas)})"
-        chunks, facts = _split(rows)
+        condition = f"nb_sha IN ({', '.join(sql_literal(s) for s in shas)})"
+        chunks, facts = split_rows(rows)
         if not chunks:
             self.table.delete(condition)
         else:
@@ -233,7 +133,7 @@ class LanceStore:
         """Add the chunks of notebooks the store does not hold yet: one append commit, no scan of the table (a
         `merge_insert` joins against every row, which grows with the archive). The caller guarantees they are new
         (after an interrupted run, the indexer first deletes chunks the manifest does not know)."""
-        chunks, facts = _split(rows)
+        chunks, facts = split_rows(rows)
         if chunks:
             self.table.add(self._to_arrow(chunks), on_bad_vectors="null")
         self.facts.append(facts)
@@ -244,13 +144,13 @@ class LanceStore:
         if not vectors:
             return
         ids = sorted(vectors)
-        where_ids = f"chunk_id IN ({', '.join(_quote(i) for i in ids)})"
+        where_ids = f"chunk_id IN ({', '.join(sql_literal(i) for i in ids)})"
         found = self.table.search().where(where_ids).select(list(self.schema.names)).limit(None).to_arrow()
         if found.num_rows < len(ids):  # the rest are facts (or gone)
             held = set(found["chunk_id"].to_pylist())
             rest = [i for i in ids if i not in held]
             self.facts.set_vectors({i: vectors[i] for i in rest},
-                                   f"chunk_id IN ({', '.join(_quote(i) for i in rest)})")
+                                   f"chunk_id IN ({', '.join(sql_literal(i) for i in rest)})")
         if found.num_rows == 0:
             return
         column = [np.asarray(vectors[i], dtype=np.float32).tolist() for i in found["chunk_id"].to_pylist()]
@@ -261,7 +161,7 @@ class LanceStore:
     def delete_notebooks(self, shas: list[str]) -> None:
         for start in range(0, len(shas), 500):
             part = shas[start : start + 500]
-            condition = f"nb_sha IN ({', '.join(_quote(s) for s in part)})"
+            condition = f"nb_sha IN ({', '.join(sql_literal(s) for s in part)})"
             self.table.delete(condition)
             self.facts.delete(condition)
 
@@ -440,7 +340,7 @@ class LanceStore:
         if not notebooks:
             return {}
         try:
-            return self.facts.vectors(f"nb_sha IN ({', '.join(_quote(s) for s in notebooks)})", limit)
+            return self.facts.vectors(f"nb_sha IN ({', '.join(sql_literal(s) for s in notebooks)})", limit)
         except Exception as exc:
             fault = storage_fault(exc, self.path.parent, "searching")
             if fault is None:

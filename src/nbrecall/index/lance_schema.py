@@ -1,0 +1,114 @@
+"""The LanceDB side of the embedded store that is not the store itself: the chunk table's schema, filters as
+a LanceDB condition, and when the approximate vector index is built (`AnnSettings`). Kept apart from
+`index.store.LanceStore` so the table layout and the query language can be read without the store's methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from nbrecall.records import FACT_KIND, ChunkRow, SearchFilters
+
+
+def sql_literal(value: str) -> str:
+    """`value` as a quoted SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _like_literal(value: str) -> str:
+    """`value` matched literally inside a LIKE pattern whose escape character is a backslash."""
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def lance_where(filters: SearchFilters) -> str | None:
+    """`SearchFilters` as a LanceDB (DataFusion SQL) condition; `index.pg_sql.filter_sql` is its PostgreSQL twin."""
+    clauses: list[str] = []
+    if filters.year_from is not None:
+        clauses.append(f"year >= {int(filters.year_from)}")
+    if filters.year_to is not None:
+        clauses.append(f"year <= {int(filters.year_to)}")
+    if filters.project:
+        clauses.append(f"project = {sql_literal(filters.project)}")
+    if filters.author:
+        # a substring match: the filter's own `%`, `_` and `\\` are literal characters, not wildcards
+        pattern = sql_literal("%" + _like_literal(filters.author.lower()) + "%")
+        clauses.append(f"lower(author) LIKE {pattern} ESCAPE '\\'")
+    if filters.tag:
+        clauses.append(f"array_has_any(tags, [{sql_literal(filters.tag)}])")
+    if not filters.include_deprecated:
+        clauses.append("deprecated = false")
+    if filters.kinds:
+        clauses.append(f"kind IN ({', '.join(sql_literal(k) for k in filters.kinds)})")
+    if filters.notebooks is not None:
+        clauses.append(f"nb_sha IN ({', '.join(sql_literal(s) for s in filters.notebooks) or sql_literal('')})")
+    return " AND ".join(clauses) or None
+
+
+def split_rows(rows: list[ChunkRow]) -> tuple[list[ChunkRow], list[ChunkRow]]:
+    """(content chunks, value facts): each goes to its own table."""
+    return [r for r in rows if r.kind != FACT_KIND], [r for r in rows if r.kind == FACT_KIND]
+
+
+def chunk_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("chunk_id", pa.string(), nullable=False),
+            pa.field("nb_sha", pa.string(), nullable=False),
+            pa.field("notebook", pa.string()),
+            pa.field("root", pa.string()),
+            pa.field("kind", pa.string()),
+            pa.field("cells", pa.list_(pa.int32())),
+            pa.field("cell_ids", pa.list_(pa.string())),
+            pa.field("anchor", pa.int32()),
+            pa.field("anchor_id", pa.string()),
+            pa.field("heading", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field("year", pa.int32()),
+            pa.field("project", pa.string()),
+            pa.field("author", pa.string()),
+            pa.field("tags", pa.list_(pa.string())),
+            pa.field("deprecated", pa.bool_()),
+            pa.field("stale", pa.bool_()),
+            pa.field("health", pa.float32()),
+            pa.field("vector", pa.list_(pa.float32(), dim), nullable=True),
+        ]
+    )
+
+
+@dataclass
+class AnnSettings:
+    """When `LanceStore` builds its approximate vector index (ANN), and how it is searched.
+
+    Below `min_rows` rows with a vector, a flat scan is exact and fast enough (measured in bench/README.md), so no
+    index is built. From `min_rows` on, `finish_run` builds one (cosine); later runs add new rows to it
+    incrementally (`optimize()`), and train it again from scratch once the table has grown `retrain_growth`-fold
+    since it was trained (partitions and quantiser fitted to a smaller archive; 2: total build work stays
+    under twice the last build).
+
+    IVF_SQ (√rows partitions, 8-bit scalar quantisation), because on vectors with the shape of real MiniLM
+    embeddings and real query wording (bench/scale_query.py, bench/README.md) it reached recall@10 ≥ 0.95 where
+    IVF_HNSW_SQ and IVF_HNSW_FLAT stayed at 0.80–0.83 with their default `ef` (0.94 at `ef` 300), and it builds
+    in 30 s at 1M rows (HNSW: minutes; IVF_PQ: 25× slower and recall 0.75 at 100k).
+
+    Query side: real questions lie away from the chunks they match, so their neighbours spread over more IVF
+    partitions than a fixed 20 probes reach (recall@10 0.77 at 1M rows with 20 of 1,000 partitions); probing
+    `probe_share` of the partitions held recall@10 ≥ 0.95 from 100k to 1M rows (0.993 at 1M, 16%) for ~10 ms.
+    A narrow filter (project, author, tag) lets LanceDB probe on until k rows pass it (else its rows in other
+    partitions are missed); broad filters do not, as that costs 3–4× (it probes until the result is provably
+    exact). `refine_factor` re-scores the candidates with the stored vectors: without it LanceDB returns the
+    quantised distance as `_distance`, which the fusion would read as the cosine.
+    """
+
+    min_rows: int = 50_000
+    index_type: str = "IVF_SQ"  # or IVF_HNSW_SQ, IVF_HNSW_FLAT, IVF_PQ (compared in bench/scale_query.py)
+    partition_rows: int = 1_000_000  # HNSW types only: target rows per IVF partition (one graph each)
+    m: int = 20  # HNSW neighbours per node
+    ef_construction: int = 150
+    ef: int = 0  # HNSW candidates per query; 0: LanceDB's 1.5 × k
+    probe_share: float = 0.15  # IVF partitions probed per query, as a share of all (at least 20)
+    nprobes: int = 0  # a fixed number of partitions instead of `probe_share`
+    refine_factor: int = 1
+    retrain_growth: float = 2.0
+    state_file: str = "vector_index.json"  # beside the table: rows the index was trained on, build time

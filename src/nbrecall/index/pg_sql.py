@@ -1,0 +1,46 @@
+"""Pieces of the SQL `index.pg_store.PgStore` sends: filters as a condition with named parameters, lexemes as a
+tsquery. Apart from the store so that what reaches PostgreSQL as SQL text (and how it is quoted) is in one short
+module that can be read and tested on its own; `index.lance_schema.lance_where` is the LanceDB twin of the filter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nbrecall.records import SearchFilters
+
+
+def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
+    """`SearchFilters` as an SQL condition on `chunks` with named parameters (as `lance_schema.lance_where`)."""
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    if filters.year_from is not None:
+        clauses.append("year >= %(f_year_from)s")
+        params["f_year_from"] = int(filters.year_from)
+    if filters.year_to is not None:
+        clauses.append("year <= %(f_year_to)s")
+        params["f_year_to"] = int(filters.year_to)
+    if filters.project:
+        clauses.append("project = %(f_project)s")
+        params["f_project"] = filters.project
+    if filters.author:
+        clauses.append("strpos(lower(author), %(f_author)s) > 0")
+        params["f_author"] = filters.author.lower()
+    if filters.tag:
+        clauses.append("%(f_tag)s = ANY(tags)")
+        params["f_tag"] = filters.tag
+    if not filters.include_deprecated:
+        clauses.append("NOT deprecated")
+    if filters.kinds:
+        clauses.append("kind = ANY(%(f_kinds)s)")
+        params["f_kinds"] = list(filters.kinds)
+    if filters.notebooks is not None:
+        clauses.append("nb_sha = ANY(%(f_notebooks)s)")
+        params["f_notebooks"] = list(filters.notebooks)
+    return " AND ".join(clauses) or "TRUE", params
+
+
+def tsquery_literal(lexemes: list[str]) -> str:
+    """An OR of lexemes as tsquery input: each quoted, so no lexeme is re-parsed or read as an operator."""
+    quoted = ("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
+    return " | ".join(quoted)
