@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from nbrecall.index.fusion import fuse
+from nbrecall.index.lance_schema import KeywordCoverage, text_index_name
 from nbrecall.index.terms import keyword_query, keyword_text
 from nbrecall.records import FACT_COLUMNS, FACT_KIND, ChunkRow, FusionSettings, StoreHit
 
@@ -115,17 +116,14 @@ class FactTable:
         else:
             self.table = db.create_table(self.NAME, schema=self.schema)
         self._fts_ready = self._fts_index() is not None
-        self._coverage: tuple[int | None, int] = (None, 0)  # (table version, rows the keyword index lacks)
+        self._coverage = KeywordCoverage()  # rows the keyword index lacks, per table version
 
     def has_columns(self) -> bool:
         return "chunk_id" in self.table.schema.names
 
     def _fts_index(self) -> str | None:
-        try:
-            return next((idx.name for idx in self.table.list_indices() if "text" in (idx.columns or [])
-                         and idx.index_type == "FTS"), None)
-        except Exception:
-            return None
+        """The name of the keyword index on `text`, None without one."""
+        return text_index_name(self.table)
 
     def to_arrow(self, rows: list[ChunkRow]) -> pa.Table:
         codes = [quantise(r.vector, self.dim) for r in rows]
@@ -233,23 +231,8 @@ class FactTable:
         return query.to_list()
 
     def _unindexed_rows(self) -> int:
-        try:
-            version = self.table.version
-        except Exception:
-            version = None
-        if version is not None and self._coverage[0] == version:
-            return self._coverage[1]
-        name = self._fts_index()
-        unindexed = 0
-        if name is not None:
-            try:
-                stats = self.table.index_stats(name)
-                unindexed = int(stats.num_unindexed_rows or 0) if stats is not None else 0
-            except Exception:
-                unindexed = 0
-        if version is not None:
-            self._coverage = (version, unindexed)
-        return unindexed
+        """Rows the keyword index does not cover yet (`lance_schema.KeywordCoverage`)."""
+        return self._coverage.rows(self.table, self._fts_index)
 
     def vectors(self, where: str, limit: int) -> dict[str, np.ndarray]:
         """fact id → unit float32 vector of (at most `limit`) facts matching `where` that have one."""

@@ -5,7 +5,9 @@ a LanceDB condition, and when the approximate vector index is built (`AnnSetting
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -112,3 +114,41 @@ class AnnSettings:
     refine_factor: int = 1
     retrain_growth: float = 2.0
     state_file: str = "vector_index.json"  # beside the table: rows the index was trained on, build time
+
+
+def text_index_name(table: Any) -> str | None:
+    """The name of a LanceDB table's keyword (FTS) index on `text`, None without one (or when it cannot be read)."""
+    try:
+        return next((idx.name for idx in table.list_indices() if "text" in (idx.columns or [])
+                     and idx.index_type == "FTS"), None)
+    except Exception:
+        return None
+
+
+@dataclass
+class KeywordCoverage:
+    """How many rows of a table its keyword index does not cover yet, from index metadata (no scan), looked up once
+    per table version: a search asks on every query, and the two metadata calls cost more than the version check
+    (~2.3 vs ~1 ms at 1M rows). One per table (chunks, facts)."""
+
+    version: int | None = None
+    unindexed: int = 0
+
+    def rows(self, table: Any, index_name: Callable[[], str | None]) -> int:
+        try:
+            version = table.version
+        except Exception:
+            version = None
+        if version is not None and self.version == version:
+            return self.unindexed
+        name = index_name()
+        unindexed = 0
+        if name is not None:
+            try:
+                stats = table.index_stats(name)
+                unindexed = int(stats.num_unindexed_rows or 0) if stats is not None else 0
+            except Exception:
+                unindexed = 0
+        if version is not None:
+            self.version, self.unindexed = version, unindexed
+        return unindexed

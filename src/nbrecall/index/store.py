@@ -24,7 +24,15 @@ from nbrecall.index.fact_table import FactTable, fuse_facts
 from nbrecall.index.faults import damaged, storage_fault
 from nbrecall.index.fusion import fuse
 from nbrecall.index.heap import bound_arenas, release_free_memory
-from nbrecall.index.lance_schema import AnnSettings, chunk_schema, lance_where, split_rows, sql_literal
+from nbrecall.index.lance_schema import (
+    AnnSettings,
+    KeywordCoverage,
+    chunk_schema,
+    lance_where,
+    split_rows,
+    sql_literal,
+    text_index_name,
+)
 from nbrecall.index.terms import keyword_query, keyword_text
 from nbrecall.records import HIT_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
 
@@ -53,7 +61,7 @@ class LanceStore:
         self.dim = dim
         self.ann = ann or AnnSettings()
         self._probes = (0.0, 20)  # (refresh after, partitions to probe): see `probes()`
-        self._coverage: tuple[int | None, int] = (None, 0)  # (table version, rows the keyword index lacks)
+        self._coverage = KeywordCoverage()  # rows the keyword index lacks, per table version
         self._lists: ThreadPoolExecutor | None = None  # runs the vector list beside the keyword list
         self.schema = chunk_schema(dim)
         try:
@@ -89,11 +97,7 @@ class LanceStore:
 
     def _fts_index(self) -> str | None:
         """The name of the keyword index on `text`, None without one."""
-        try:
-            return next((idx.name for idx in self.table.list_indices() if "text" in (idx.columns or [])
-                         and idx.index_type == "FTS"), None)
-        except Exception:
-            return None
+        return text_index_name(self.table)
 
     def _to_arrow(self, rows: list[ChunkRow]) -> pa.Table:
         columns: dict[str, list[Any]] = {f.name: [] for f in self.schema}
@@ -406,26 +410,8 @@ class LanceStore:
         return query.to_list()
 
     def _unindexed_text_rows(self) -> int:
-        """Rows the keyword index does not cover yet (index metadata: no scan), looked up once per table version:
-        a search asks on every query, and the two metadata calls cost more than the version check (~2.3 vs ~1 ms
-        at 1M rows)."""
-        try:
-            version = self.table.version
-        except Exception:
-            version = None
-        if version is not None and self._coverage[0] == version:
-            return self._coverage[1]
-        name = self._fts_index()
-        unindexed = 0
-        if name is not None:
-            try:
-                stats = self.table.index_stats(name)
-                unindexed = int(stats.num_unindexed_rows or 0) if stats is not None else 0
-            except Exception:
-                unindexed = 0
-        if version is not None:
-            self._coverage = (version, unindexed)
-        return unindexed
+        """Rows the keyword index does not cover yet (`lance_schema.KeywordCoverage`)."""
+        return self._coverage.rows(self.table, self._fts_index)
 
     def vector(
         self, vector: np.ndarray, k: int, filters: SearchFilters, exact: bool = False
