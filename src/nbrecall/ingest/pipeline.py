@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,6 +55,24 @@ if TYPE_CHECKING:
 
 
 MAX_LISTED_LINKS = 1000  # notebooks read through links out of the roots, listed in the run's summary
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every step of one indexing run works with, opened once by `run_index` (the steps take this, not a
+    dozen arguments each)."""
+
+    settings: Settings
+    embedder: Embedder
+    store: Store
+    manifest: Manifest
+    cache: EmbeddingCache
+    report: IndexReport
+    plugins: PluginManager
+    executor: Executor
+    progress: Progress | None = None
+    families: FamilyWriter | None = None  # None: `[families] enabled = false`, or a step that does not group
+    figures: FigureWork | None = None  # None: no figure describer
 
 
 def run_index(
@@ -93,14 +112,17 @@ def run_index(
             run_id, interrupted = manifest.begin_run()
             if interrupted:  # before anything is appended: a stray batch of new notebooks would be stored twice
                 report.strays_removed = _sweep_strays(store, manifest)
-            families = FamilyWriter(manifest, settings.families) if settings.families.enabled else None
-            _run(roots, settings, embedder, store, manifest, cache, report, progress, batch_notebooks,
-                 executor or InlineExecutor(), families, figures, plugins=plugins)
+            run = _Run(
+                settings, embedder, store, manifest, cache, report, plugins, executor or InlineExecutor(), progress,
+                families=FamilyWriter(manifest, settings.families) if settings.families.enabled else None,
+                figures=figures,
+            )
+            _run(run, roots, batch_notebooks)
             if not defer_vectors:  # vectors, then (with a describer) figure descriptions and their vectors
-                _vectors_phase(settings, embedder, store, manifest, cache, report, progress)
+                _vectors_phase(run)
                 if figures is not None:
-                    _describe_phase(settings, embedder, store, manifest, cache, report, figures, progress, plugins)
-                    _vectors_phase(settings, embedder, store, manifest, cache, report, progress)
+                    _describe_phase(run, figures)
+                    _vectors_phase(run)
             report.vectors_pending = manifest.pending_count() if settings.embed.enabled else 0
             manifest.end_run(run_id, {
                 "indexed": report.notebooks_indexed,
@@ -119,36 +141,19 @@ def run_index(
     return report
 
 
-def _vectors_phase(
-    settings: Settings,
-    embedder: Embedder,
-    store: Store,
-    manifest: Manifest,
-    cache: EmbeddingCache,
-    report: IndexReport,
-    progress: Progress | None,
-) -> None:
+def _vectors_phase(run: _Run) -> None:
     """Fill the waiting vectors (phase 2), then refresh the store's keyword and vector indexes."""
-    if settings.embed.enabled and manifest.pending_count():
-        fill_vectors(embedder, store, manifest, cache, report, progress)
+    if run.settings.embed.enabled and run.manifest.pending_count():
+        fill_vectors(run.embedder, run.store, run.manifest, run.cache, run.report, run.progress)
         started = time.perf_counter()
-        store.finish_run()
-        report.add_time("keyword + vector index", time.perf_counter() - started)
+        run.store.finish_run()
+        run.report.add_time("keyword + vector index", time.perf_counter() - started)
 
 
-def _describe_phase(
-    settings: Settings,
-    embedder: Embedder,
-    store: Store,
-    manifest: Manifest,
-    cache: EmbeddingCache,
-    report: IndexReport,
-    figures: FigureWork,
-    progress: Progress | None,
-    plugins: PluginManager,
-) -> None:
+def _describe_phase(run: _Run, figures: FigureWork) -> None:
     """Describe the waiting figures (`ingest.figures.describe_waiting`) and chunk their notebooks again, in this
     process (a few notebooks per step); their figure chunks wait for vectors like any new chunk."""
+    settings, manifest = run.settings, run.manifest
     indexed = manifest.indexed_shas()
     known = manifest.content_shas()
     started = time.perf_counter()
@@ -176,17 +181,16 @@ def _describe_phase(
     def reindex(shas: list[str]) -> None:
         batch = [FileRecord(found[0], found[1], 0, 0, sha) for sha in shas if (found := located(sha))]
         scratch = IndexReport()  # these notebooks are not counted twice; their time is the describe phase's
-        _index_batch(batch, settings, embedder, store, manifest, cache, scratch, [], known, InlineExecutor(),
-                     figures=figures, plugins=plugins)
-        report.embed_cache_hits += scratch.embed_cache_hits
-        report.add_time("describe: chunk again", sum(scratch.seconds.values()))
+        _index_batch(replace(run, report=scratch, executor=InlineExecutor(), families=None), batch, [], known)
+        run.report.embed_cache_hits += scratch.embed_cache_hits
+        run.report.add_time("describe: chunk again", sum(scratch.seconds.values()))
 
     describe_waiting(
         figures, indexed, load, reindex, concurrency=settings.vision.concurrency,
         batch_notebooks=settings.vision.batch_notebooks, max_failures_in_a_row=settings.vision.max_failures_in_a_row,
-        max_attempts=settings.vision.max_attempts, progress=progress,
+        max_attempts=settings.vision.max_attempts, progress=run.progress,
     )
-    report.add_time("describe figures", time.perf_counter() - started)
+    run.report.add_time("describe figures", time.perf_counter() - started)
 
 
 def _sweep_strays(store: Store, manifest: Manifest) -> int:
@@ -198,22 +202,10 @@ def _sweep_strays(store: Store, manifest: Manifest) -> int:
     return len(strays)
 
 
-def _run(
-    roots: list[Path],
-    settings: Settings,
-    embedder: Embedder,
-    store: Store,
-    manifest: Manifest,
-    cache: EmbeddingCache,
-    report: IndexReport,
-    progress: Progress | None,
-    batch_notebooks: int,
-    executor: Executor | None = None,
-    families: FamilyWriter | None = None,
-    figures: FigureWork | None = None,
-    *,
-    plugins: PluginManager,
-) -> None:
+def _run(run: _Run, roots: list[Path], batch_notebooks: int) -> None:
+    """Phase 1: discover, then index every new, changed or outdated content in batches; then the files' new
+    state, orphans, families and the keyword index."""
+    settings, store, manifest, report = run.settings, run.store, run.manifest, run.report
     started = time.perf_counter()
     found = discover(roots, manifest.files(), settings.discover)
     report.add_time("discover", time.perf_counter() - started)
@@ -226,7 +218,7 @@ def _run(
         if record.sha256 not in known and record.sha256 not in todo:
             todo[record.sha256] = record
     # Contents indexed by another chunker version or other settings are redone (vectors come from the cache).
-    current = fingerprint(settings, embedder, plugins)
+    current = fingerprint(settings, run.embedder, run.plugins)
     outdated = {sha for sha, value in manifest.fingerprints().items() if value != current}
     for record in found.files:
         if record.sha256 in outdated and record.sha256 not in todo:
@@ -250,14 +242,13 @@ def _run(
     background = _BackgroundRefresh(store) if appending else None
     # One lazy map over every notebook (the executor keeps a few per worker in flight): workers go on parsing the
     # next notebooks while this process writes a batch, instead of waiting for each batch's slowest notebook.
-    outcomes = _build(items, settings, embedder, executor or InlineExecutor(), plugins)
+    outcomes = _build(run, items)
     try:
         for start in range(0, len(items), batch_notebooks):
             batch = items[start : start + batch_notebooks]
             files = [f for r in batch for f in paths_of.get(r.sha256, [])]
             built = list(itertools.islice(outcomes, len(batch)))
-            _index_batch(batch, settings, embedder, store, manifest, cache, report, files, known, executor, built,
-                         families, figures, plugins)
+            _index_batch(run, batch, files, known, built)
             lacking = report.chunks_written - written_at_refresh
             if indexed_rows is None:
                 indexed_rows = max(store.count() - lacking, 0)
@@ -273,13 +264,12 @@ def _run(
                 if refreshing:
                     indexed_rows += lacking
                     written_at_refresh = report.chunks_written
-            if progress:
-                progress("indexing", min(start + batch_notebooks, len(items)), len(items))
+            if run.progress:
+                run.progress("indexing", min(start + batch_notebooks, len(items)), len(items))
     finally:
         if background is not None:
             background.close()
-    if executor is not None:
-        executor.release()  # idle workers' memory is not held through the final keyword-index update
+    run.executor.release()  # idle workers' memory is not held through the final keyword-index update
     # Files: new state of the rest (copies of known contents, touched, unreadable, deleted); then drop contents
     # no file refers to.
     unreadable_files, unreadable_contents = _unreadable_records(found.unreadable, known, report)
@@ -291,16 +281,15 @@ def _run(
     if lost:  # a shared store: another indexer dropped a content this run took as known (its last file went)
         again = [r for r in found.changed if r.sha256 in lost]
         batch = list({r.sha256: r for r in again}.values())
-        _index_batch(batch, settings, embedder, store, manifest, cache, report, again, known - lost, executor,
-                     families=families, figures=figures, plugins=plugins)
+        _index_batch(run, batch, again, known - lost)
     orphans = manifest.orphan_shas()
     if orphans:
         with manifest.transaction():  # contents first: on a shared store, only those still orphaned
             orphans = manifest.delete_contents(orphans)
             store.delete_notebooks(orphans)
     report.notebooks_removed = len(orphans)
-    if families is not None:  # new and changed notebooks join a family, removed ones leave theirs
-        report.families = families.update()
+    if run.families is not None:  # new and changed notebooks join a family, removed ones leave theirs
+        report.families = run.families.update()
         report.add_time("families", report.families.seconds)
     if items or orphans:
         started = time.perf_counter()
@@ -395,47 +384,37 @@ def _render_changes(
     return redo
 
 
-def _build(
-    records: list[FileRecord], settings: Settings, embedder: Embedder, executor: Executor, plugins: PluginManager
-) -> Iterator[BuildOutcome]:
-    """Parse/analyse/chunk through `executor` (`ingest.worker.BuildTask`), lazily and in order."""
+def _build(run: _Run, records: list[FileRecord]) -> Iterator[BuildOutcome]:
+    """Parse/analyse/chunk through the run's executor (`ingest.worker.BuildTask`), lazily and in order."""
     from nbrecall.ingest.worker import BuildTask, build_failed  # the worker module builds on this one
 
-    task = BuildTask.for_run(settings, embedder, executor, plugins)  # workers count tokens as the run's embedder does
+    # workers count tokens as the run's embedder does
+    task = BuildTask.for_run(run.settings, run.embedder, run.executor, run.plugins)
     items = (  # absolute paths: a Ray worker's working folder is not this one
         (str((Path(f.root) / f.rel if not Path(f.root).is_file() else Path(f.root)).absolute()), f.rel, f.root,
          f.sha256)
         for f in records
     )
-    return executor.map(task, items, on_error=build_failed)
+    return run.executor.map(task, items, on_error=build_failed)
 
 
 def _index_batch(
+    run: _Run,
     batch: list[FileRecord],
-    settings: Settings,
-    embedder: Embedder,
-    store: Store,
-    manifest: Manifest,
-    cache: EmbeddingCache,
-    report: IndexReport,
-    files: list[FileRecord] | None = None,
-    known: set[str] | None = None,
-    executor: Executor | None = None,
+    files: list[FileRecord],
+    known: set[str],
     built: list[BuildOutcome] | None = None,
-    families: FamilyWriter | None = None,
-    figures: FigureWork | None = None,
-    plugins: PluginManager | None = None,
 ) -> None:
     """Index `batch` (one record per new content; `built`: its outcomes when the caller already mapped them).
     The store commit comes first; then one manifest transaction records the contents and points their `files`
     (every path with one of those contents) at them, so a search switches each path from its old content to its new
     one at once: only contents a file refers to are visible (`Manifest.indexed_shas`). Parse/analyse/chunk run
-    through `executor` (`_build`); cache lookups and writes stay here."""
+    through the run's executor (`_build`); cache lookups and writes stay here."""
     from nbrecall.ingest.worker import WorkerFault
 
+    report, figures = run.report, run.figures
     if built is None:
-        assert plugins is not None, "_index_batch builds with the run's plugin manager"
-        built = list(_build(batch, settings, embedder, executor or InlineExecutor(), plugins))
+        built = list(_build(run, batch))
     records: list[ContentRecord] = []
     cell_records: list[CellRecord] = []
     all_rows: list[ChunkRow] = []
@@ -453,8 +432,8 @@ def _index_batch(
         chunks, record, cells, rows = outcome.built
         if figures is not None:  # before the vectors: a figure chunk's vector includes its description
             figures.apply(file.sha256, chunks, rows, priority(rows[0].year, rows[0].health) if rows else 0.0)
-        if settings.embed.enabled and chunks:
-            queued = vectors_from_cache(chunks, rows, embedder, cache, report)
+        if run.settings.embed.enabled and chunks:
+            queued = vectors_from_cache(chunks, rows, run.embedder, run.cache, report)
             record.n_embedded = len(rows) - len(queued)
             pending.extend(queued)
         records.append(record)
@@ -464,7 +443,7 @@ def _index_batch(
         if outcome.signature is not None:
             signatures.append((record.sha256, outcome.signature))
     started = time.perf_counter()
-    known = known if known is not None else manifest.content_shas()
+    store, manifest = run.store, run.manifest
     new = {r.sha256 for r in records} - known  # never stored (strays were swept at the start of the run)
     if store.shared:  # another indexer may have stored them: one replace, one lock order
         new = set()
@@ -474,8 +453,8 @@ def _index_batch(
                                 [row for row in all_rows if row.nb_sha not in new])
         manifest.save_contents(records, cell_records)
         manifest.save_pending(pending)
-        manifest.save_files(files or [])
-        if families is not None:
-            families.save(signatures)
+        manifest.save_files(files)
+        if run.families is not None:
+            run.families.save(signatures)
     report.chunks_written += len(all_rows)
     report.add_time("write", time.perf_counter() - started)
