@@ -35,7 +35,7 @@ import numpy as np
 from nbrecall.index.pg_db import PgDatabase
 from nbrecall.index.pg_sql import filter_sql
 from nbrecall.index.pg_store import PgStore
-from nbrecall.records import ChunkRow, SearchFilters
+from nbrecall.records import ChunkRow, SearchFilters, StoreQuery
 
 DIM = 384
 CHUNKS_PER_NOTEBOOK = 20
@@ -176,14 +176,14 @@ def query_phase(store: PgStore, corpus: Corpus, queries: int, ef_search: int, ex
         text = " ".join(["how", "did", "we", *topic, corpus.vocab[int(rng.integers(50))]])
         asked.append((text, corpus.vector_near(cluster, 0.06)))
     variants = {
-        "hybrid": lambda t, v: store.search(t, v, 50, plain),
+        "hybrid": lambda t, v: store.search(StoreQuery(t, v, 50, plain)),
         "keyword": lambda t, v: store.keyword(t, 50, plain),
         "vector": lambda t, v: store.vector(v, 50, plain),
-        "hybrid, years 2015..2018": lambda t, v: store.search(t, v, 50, years),
-        "hybrid, one project": lambda t, v: store.search(t, v, 50, project),
+        "hybrid, years 2015..2018": lambda t, v: store.search(StoreQuery(t, v, 50, years)),
+        "hybrid, one project": lambda t, v: store.search(StoreQuery(t, v, 50, project)),
     }
     for text, vector in asked[:20]:  # warm-up, not timed: the first searches after a build read cold pages
-        store.search(text, vector, 50, plain)
+        store.search(StoreQuery(text, vector, 50, plain))
     samples: dict[str, list[float]] = {}
     loads: dict[str, str] = {}
     for name, call in variants.items():  # one pass per variant: steady state, not one query's pages warmed

@@ -51,7 +51,7 @@ import pyarrow as pa
 
 from nbrecall.index.lance_schema import AnnSettings, chunk_schema
 from nbrecall.index.store import LanceStore
-from nbrecall.records import SearchFilters
+from nbrecall.records import SearchFilters, StoreQuery
 
 DIM = 384
 KINDS = ["text"] * 60 + ["code"] * 15 + ["table"] * 10 + ["scalar"] * 8 + ["figure"] * 5 + ["error"] * 2
@@ -427,10 +427,11 @@ def query(args: argparse.Namespace) -> None:
     }
     index = store.vector_index()
     for text, vector in queries[:20]:  # warm: caches, index files
-        store.search(text, vector, args.fanout, SearchFilters())
+        store.search(StoreQuery(text, vector, args.fanout, SearchFilters()))
     lat: list[list[Any]] = []
     for name, flt in filters.items():
-        values = [timed(lambda t=t, v=v, f=flt: store.search(t, v, args.fanout, f))[0][0] for t, v in queries]
+        values = [timed(lambda t=t, v=v, f=flt: store.search(StoreQuery(t, v, args.fanout, f)))[0][0]
+                  for t, v in queries]
         lat.append(latency_row(f"hybrid search, {name}", values))
     default = SearchFilters()
     lat.append(latency_row("keyword (BM25) only", [timed(lambda t=t: store.keyword(t, args.fanout, default))[0][0]

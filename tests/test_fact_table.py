@@ -18,7 +18,7 @@ from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest import build as build_module
 from nbrecall.ingest.pipeline import run_index
-from nbrecall.records import FACT_KIND, ChunkRow, SearchFilters
+from nbrecall.records import FACT_KIND, ChunkRow, SearchFilters, StoreQuery
 from nbrecall.service import Archive
 
 DIM = 8
@@ -64,11 +64,11 @@ def test_facts_go_to_their_table_and_follow_replace_and_delete(tmp_path: Path) -
     assert store.facts.count() == 2 and store.count() == 4
     assert store.notebook_shas() == {"a": 2, "b": 2}
 
-    found = store.search_facts("total ballast", _unit(2), 10, SearchFilters())
+    found = store.search_facts(StoreQuery("total ballast", _unit(2), 10, SearchFilters()))
     assert [h.row["chunk_id"] for h in found] == ["a-00001"]
     assert found[0].row["kind"] == FACT_KIND and found[0].row["cells"] == [1] and found[0].row["anchor"] == 1
     assert found[0].similarity == pytest.approx(1.0, abs=0.02)  # re-scored with its stored (int8) vector
-    assert all(h.row["kind"] != FACT_KIND for h in store.search("total ballast", None, 10, SearchFilters()))
+    assert all(h.row["kind"] != FACT_KIND for h in store.search(StoreQuery("total ballast", None, 10, SearchFilters())))
 
     # vectors that come later (phase 2) reach the fact table too
     store.set_vectors({"b-00001": _unit(3), "b-00000": _unit(4)})
@@ -83,12 +83,12 @@ def test_facts_go_to_their_table_and_follow_replace_and_delete(tmp_path: Path) -
     store.finish_run()
     ids = sorted(store.facts.table.search().select(["chunk_id"]).limit(None).to_arrow()["chunk_id"].to_pylist())
     assert ids == ["a-00002", "b-00001"]
-    assert [h.row["chunk_id"] for h in store.search_facts("aft", None, 10, SearchFilters())] == ["a-00002"]
-    assert store.search_facts("3803.0", None, 10, SearchFilters()) == []
+    assert [h.row["chunk_id"] for h in store.search_facts(StoreQuery("aft", None, 10, SearchFilters()))] == ["a-00002"]
+    assert store.search_facts(StoreQuery("3803.0", None, 10, SearchFilters())) == []
 
     # filters apply to facts (the notebooks of an answer, deprecated, project)
-    assert store.search_facts("aft", None, 10, SearchFilters(notebooks=["b"])) == []
-    assert store.search_facts("aft", None, 10, SearchFilters(project="other")) == []
+    assert store.search_facts(StoreQuery("aft", None, 10, SearchFilters(notebooks=["b"]))) == []
+    assert store.search_facts(StoreQuery("aft", None, 10, SearchFilters(project="other"))) == []
 
     store.delete_notebooks(["a"])
     assert store.notebook_shas() == {"b": 2}

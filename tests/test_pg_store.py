@@ -24,11 +24,11 @@ from nbrecall.index.manifest import SqliteManifest
 from nbrecall.index.pg_db import PgDatabase
 from nbrecall.index.pg_manifest import PgManifest
 from nbrecall.index.pg_schema import store_migrations
-from nbrecall.index.pg_sql import filter_sql, tsquery_literal
+from nbrecall.index.pg_sql import filter_sql, tsquery_literal, upsert_sql
 from nbrecall.index.pg_store import PgStore
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest.pipeline import run_index
-from nbrecall.records import CellRecord, ChunkRow, ContentRecord, FileRecord, PendingVector, SearchFilters
+from nbrecall.records import CellRecord, ChunkRow, ContentRecord, FileRecord, PendingVector, SearchFilters, StoreQuery
 from nbrecall.search.retrieve import retrieve
 
 DIM = 8
@@ -231,6 +231,12 @@ def test_hnsw_build_memory_follows_the_size_of_the_graph(store: PgStore) -> None
     assert store.ensure_vector_index(force=True) == "built" and store.vector_index()
 
 
+def test_upsert_sql_updates_every_column_but_the_key() -> None:
+    sql = upsert_sql("files", ["root", "rel", "size"], ["root", "rel"])
+    assert sql == ("INSERT INTO files (root, rel, size) VALUES (%s, %s, %s) "
+                   "ON CONFLICT (root, rel) DO UPDATE SET size = EXCLUDED.size")
+
+
 def test_tsquery_literal_quotes_every_lexeme() -> None:
     assert tsquery_literal(["pump", "o'brien", "a\\b"]) == "'pump' | 'o''brien' | 'a\\\\b'"
 
@@ -301,7 +307,7 @@ def test_set_vectors_gives_stored_chunks_their_vectors(store: PgStore) -> None:
     store.set_vectors({"a-1": unit(1), "a-2": unit(0, 1), "gone": unit(1)})
     hits = store.vector(unit(1), 5, SearchFilters())
     assert [h["chunk_id"] for h in hits] == ["a-1", "a-2"] and abs(hits[0]["_distance"]) < 1e-6
-    fused = store.search("alpha", unit(1), 5, SearchFilters())
+    fused = store.search(StoreQuery("alpha", unit(1), 5, SearchFilters()))
     assert fused[0].row["chunk_id"] == "a-1" and fused[0].keyword_rank == 1 and fused[0].vector_rank == 1
 
 
@@ -322,7 +328,7 @@ def test_a_broken_connection_is_reopened(store: PgStore, pg_url: str) -> None:
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
     time.sleep(0.2)
     # like a server restart under a long-running `serve`: the next search reconnects, settings restored
-    assert store.search("alpha", unit(1), 5, SearchFilters())[0].row["chunk_id"] == "a-1"
+    assert store.search(StoreQuery("alpha", unit(1), 5, SearchFilters()))[0].row["chunk_id"] == "a-1"
     assert store.db.execute("SHOW hnsw.iterative_scan").fetchone()[0] == "relaxed_order"
     with closing(PgDatabase(pg_url)) as admin:  # inside a transaction there is no retry: the error is reported
         admin.execute("SELECT pg_terminate_backend(%s)", (store.db.execute("SELECT pg_backend_pid()").fetchone()[0],))
@@ -604,7 +610,7 @@ def test_value_facts_live_in_the_postgresql_store_too(tmp_path: Path, pg_url: st
     assert isinstance(archive.manifest, PgManifest)
     facts = {(f.label, f.value) for f in archive.manifest.facts(sha)}
     assert {("Total ballast aft", "1,284.6"), ("total_ballast", "3803.0")} <= facts
-    rows = archive.store.search("total ballast aft", None, 10, SearchFilters(kinds=["fact"]))
+    rows = archive.store.search(StoreQuery("total ballast aft", None, 10, SearchFilters(kinds=["fact"])))
     assert rows and rows[0].row["kind"] == "fact" and "Total ballast aft" in rows[0].row["text"]  # by keyword
     found = archive.search("total ballast aft", SearchFilters(kinds=["fact"]))
     hit = found.notebooks[0].hits[0]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nbrecall.index.fusion import fuse
-from nbrecall.records import FusionSettings, StoreHit
+from nbrecall.records import FusionSettings, StoreHit, StoreQuery
 from nbrecall.search.retrieve import (
     group_by_notebook,
     intent_kinds,
@@ -116,14 +116,14 @@ class _Store:
     def __init__(self, hits: list[StoreHit]) -> None:
         self.hits, self.texts, self.kinds = hits, [], []
 
-    def search(self, text, vector, k, filters, fusion=None):  # type: ignore[no-untyped-def]
-        self.texts.append(text)
-        self.kinds.append(filters.kinds)
-        return [StoreHit(dict(h.row), h.score) for h in self.hits
-                if filters.kinds is None or h.row["kind"] in filters.kinds]
+    def search(self, query: StoreQuery) -> list[StoreHit]:
+        self.texts.append(query.text)
+        kinds = query.filters.kinds
+        self.kinds.append(kinds)
+        return [StoreHit(dict(h.row), h.score) for h in self.hits if kinds is None or h.row["kind"] in kinds]
 
-    def search_facts(self, text, vector, k, filters, fusion=None):  # type: ignore[no-untyped-def]
-        self.texts.append(text)
+    def search_facts(self, query: StoreQuery) -> list[StoreHit]:
+        self.texts.append(query.text)
         self.kinds.append("facts")
         return [StoreHit(dict(h.row), h.score) for h in self.hits if h.row["kind"] == "fact"]
 

@@ -22,10 +22,10 @@ if TYPE_CHECKING:  # annotations only (a status or a search imports this before 
         ChunkRow,
         ContentRecord,
         FileRecord,
-        FusionSettings,
         PendingVector,
         SearchFilters,
         StoreHit,
+        StoreQuery,
     )
 
 
@@ -56,22 +56,8 @@ class Store(Protocol):
     def append_notebooks(self, rows: list[ChunkRow]) -> None: ...
     def set_vectors(self, vectors: dict[str, np.ndarray]) -> None: ...
     def delete_notebooks(self, shas: list[str]) -> None: ...
-    def search(
-        self,
-        text: str,
-        vector: np.ndarray | None,
-        k: int,
-        filters: SearchFilters,
-        fusion: FusionSettings | None = None,
-    ) -> list[StoreHit]: ...
-    def search_facts(
-        self,
-        text: str,
-        vector: np.ndarray | None,
-        k: int,
-        filters: SearchFilters,
-        fusion: FusionSettings | None = None,
-    ) -> list[StoreHit]: ...
+    def search(self, query: StoreQuery) -> list[StoreHit]: ...
+    def search_facts(self, query: StoreQuery) -> list[StoreHit]: ...
     def fact_vectors(self, notebooks: list[str], limit: int = 20_000) -> dict[str, np.ndarray]: ...
     def keyword(self, text: str, k: int, filters: SearchFilters) -> list[dict[str, Any]]: ...
     def finish_run(self) -> None: ...

@@ -162,6 +162,18 @@ class FusionSettings:
     rrf_k: int = 60
 
 
+@dataclass(frozen=True)
+class StoreQuery:
+    """One hybrid search of a store (`Store.search`, `Store.search_facts`): the words, the question's vector
+    (None: keyword only), how many hits each list gives, which rows pass, and how the two lists are fused."""
+
+    text: str
+    vector: np.ndarray | None
+    k: int
+    filters: SearchFilters = field(default_factory=lambda: SearchFilters())
+    fusion: FusionSettings = field(default_factory=lambda: FusionSettings())
+
+
 @dataclass
 class StoreHit:
     """One chunk from a query: the fused score and what each list said about it."""

@@ -25,7 +25,14 @@ import numpy as np
 import pyarrow as pa
 
 from nbrecall.index.fusion import fuse
-from nbrecall.index.lance_schema import KeywordCoverage, text_index_name
+from nbrecall.index.lance_schema import (
+    FILTER_FIELDS,
+    KeywordCoverage,
+    create_filter_indexes,
+    create_text_index,
+    merge_keyword_parts,
+    text_index_name,
+)
 from nbrecall.index.terms import keyword_query, keyword_text
 from nbrecall.records import FACT_COLUMNS, FACT_KIND, ChunkRow, FusionSettings, StoreHit
 
@@ -42,11 +49,7 @@ def fact_schema(dim: int) -> pa.Schema:
             pa.field("nb_sha", pa.string(), nullable=False),
             pa.field("cell", pa.int32()),
             pa.field("text", pa.string()),
-            pa.field("year", pa.int32()),
-            pa.field("project", pa.string()),
-            pa.field("author", pa.string()),
-            pa.field("tags", pa.list_(pa.string())),
-            pa.field("deprecated", pa.bool_()),
+            *FILTER_FIELDS,
             pa.field("vector", pa.list_(pa.int8(), dim), nullable=True),
         ]
     )
@@ -180,25 +183,16 @@ class FactTable:
 
     def finish_run(self, cleanup: _dt.timedelta) -> None:
         """Keyword index (created once, then brought up to date by `optimize`), filter indexes, compaction."""
-        from lancedb.index import FTS, Bitmap, BTree
-
         if self.table.count_rows() == 0:
             return
         if not self._fts_ready:
-            self.table.create_index("text", config=FTS(with_position=False, stem=True, remove_stop_words=True,
-                                                       lower_case=True, ascii_folding=True), replace=True)
+            create_text_index(self.table)
             self._fts_ready = True
-        configs = {"BITMAP": Bitmap, "BTREE": BTree}
-        try:
-            have = {col for idx in self.table.list_indices() for col in (idx.columns or [])}
-        except Exception:
-            have = set()
-        for column, kind in FILTER_INDEXES:
-            if column not in have:
-                try:
-                    self.table.create_index(column, config=configs[kind](), replace=True)
-                except Exception as exc:  # a filter on it scans the column: slower, not wrong
-                    log.warning("no %s index on the fact table's %s (%s)", kind, column, exc)
+
+        def warn(column: str, kind: str, exc: Exception) -> None:  # a filter on it scans the column: slower
+            log.warning("no %s index on the fact table's %s (%s)", kind, column, exc)
+
+        create_filter_indexes(self.table, FILTER_INDEXES, warn)
         self.table.optimize(cleanup_older_than=cleanup)
 
     def keyword(self, text: str, k: int, where: str | None) -> list[dict[str, Any]]:
@@ -214,13 +208,7 @@ class FactTable:
         if not rows or not self._unindexed_rows():
             return [hit_row(r) for r in rows]
         indexed = self._fts(text, k, where, indexed_only=True)
-        seen = {row["chunk_id"] for row in indexed}
-        scanned = [row for row in rows if row["chunk_id"] not in seen]
-        for part in (indexed, scanned):
-            best = max((row.get("_score") or 0.0 for row in part), default=0.0) or 1.0
-            for row in part:
-                row["_score"] = float(row.get("_score") or 0.0) / best
-        return [hit_row(r) for r in sorted(indexed + scanned, key=lambda row: -row["_score"])[:k]]
+        return [hit_row(r) for r in merge_keyword_parts(rows, indexed, k)]
 
     def _fts(self, text: str, k: int, where: str | None, indexed_only: bool) -> list[dict[str, Any]]:
         query = self.table.search(text, query_type="fts").select([*FACT_COLUMNS, "vector", "_score"]).limit(k)

@@ -88,6 +88,12 @@ class _SameQueries:
         """Contents with a signature or a family that are no longer indexed (deleted, changed, quarantined)."""
         return sorted({r[0] for r in self._all(GONE_SQL)})
 
+    def counts(self) -> tuple[int, int]:
+        """(families of two or more, contents in them)."""
+        row = self._all("SELECT count(*), coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM families "
+                        "GROUP BY family HAVING count(*) > 1) AS f")[0]
+        return int(row[0]), int(row[1])
+
 
 class SqliteFamilies(_SameQueries):
     """The family tables in the SQLite manifest (created by the writer, `ensure`)."""
@@ -200,13 +206,6 @@ class SqliteFamilies(_SameQueries):
         self.db.executemany("DELETE FROM family_sigs WHERE sha256 = ?", [(sha,) for sha in delete])
         self.db.executemany("INSERT OR REPLACE INTO families (sha256, family) VALUES (?, ?)", sorted(assign.items()))
         self.db.executemany("UPDATE family_sigs SET pending = 0 WHERE sha256 = ?", [(sha,) for sha in done])
-
-    def counts(self) -> tuple[int, int]:
-        """(families of two or more, contents in them)."""
-        row = self.db.execute(
-            "SELECT COUNT(*), COALESCE(SUM(n), 0) FROM (SELECT COUNT(*) AS n FROM families GROUP BY family "
-            "HAVING COUNT(*) > 1)").fetchone()
-        return int(row[0]), int(row[1])
 
     # --- the read side ------------------------------------------------------------------------------------------
 
@@ -355,12 +354,6 @@ class PgFamilies(_SameQueries):
                 "SET family = EXCLUDED.family", sorted(assign.items()))
         if done:
             db.execute("UPDATE family_sigs SET pending = 0 WHERE sha256 = ANY(%s)", (done,))
-
-    def counts(self) -> tuple[int, int]:
-        row = self.pg.execute(
-            "SELECT count(*), coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM families GROUP BY family "
-            "HAVING count(*) > 1) AS f").fetchone()
-        return int(row[0]), int(row[1])
 
     def families_of(self, shas: Iterable[str]) -> dict[str, str]:
         out: dict[str, str] = {}

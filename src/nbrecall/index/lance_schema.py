@@ -1,6 +1,8 @@
 """The LanceDB side of the embedded store that is not the store itself: the chunk table's schema, filters as
-a LanceDB condition, and when the approximate vector index is built (`AnnSettings`). Kept apart from
-`index.store.LanceStore` so the table layout and the query language can be read without the store's methods.
+a LanceDB condition, when the approximate vector index is built (`AnnSettings`), and what the chunk and fact
+tables share (their filter columns, keyword and filter indexes, the merge of indexed and scanned keyword hits).
+Kept apart from `index.store.LanceStore` so the table layout and the query language can be read without the
+store's methods.
 """
 
 from __future__ import annotations
@@ -53,6 +55,16 @@ def split_rows(rows: list[ChunkRow]) -> tuple[list[ChunkRow], list[ChunkRow]]:
     return [r for r in rows if r.kind != FACT_KIND], [r for r in rows if r.kind == FACT_KIND]
 
 
+# The columns `lance_where` tests on every table (chunks and facts), in their stored order.
+FILTER_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("year", pa.int32()),
+    pa.field("project", pa.string()),
+    pa.field("author", pa.string()),
+    pa.field("tags", pa.list_(pa.string())),
+    pa.field("deprecated", pa.bool_()),
+)
+
+
 def chunk_schema(dim: int) -> pa.Schema:
     return pa.schema(
         [
@@ -67,11 +79,7 @@ def chunk_schema(dim: int) -> pa.Schema:
             pa.field("anchor_id", pa.string()),
             pa.field("heading", pa.string()),
             pa.field("text", pa.string()),
-            pa.field("year", pa.int32()),
-            pa.field("project", pa.string()),
-            pa.field("author", pa.string()),
-            pa.field("tags", pa.list_(pa.string())),
-            pa.field("deprecated", pa.bool_()),
+            *FILTER_FIELDS,
             pa.field("stale", pa.bool_()),
             pa.field("health", pa.float32()),
             pa.field("vector", pa.list_(pa.float32(), dim), nullable=True),
@@ -152,3 +160,45 @@ class KeywordCoverage:
         if version is not None:
             self.version, self.unindexed = version, unindexed
         return unindexed
+
+
+def create_text_index(table: Any) -> None:
+    """Build a table's keyword (FTS) index on `text`: stemmed, stop words removed, lower-cased, ASCII-folded (the
+    tokenizer `index.terms` and PostgreSQL's mirror of it follow); no positions, as no query uses phrases."""
+    from lancedb.index import FTS
+
+    config = FTS(with_position=False, stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True)
+    table.create_index("text", config=config, replace=True)
+
+
+def create_filter_indexes(table: Any, wanted: tuple[tuple[str, str], ...],
+                          on_error: Callable[[str, str, Exception], None]) -> None:
+    """Create the scalar indexes of `wanted` ((column, BITMAP | BTREE | LABEL_LIST)) that `table` lacks; a filter
+    on a column without one still works, by scanning it. `on_error(column, kind, exc)` decides what a failure is."""
+    from lancedb.index import Bitmap, BTree, LabelList
+
+    configs = {"BITMAP": Bitmap, "BTREE": BTree, "LABEL_LIST": LabelList}
+    try:
+        have = {col for idx in table.list_indices() for col in (idx.columns or [])}
+    except Exception:
+        return
+    for column, kind in wanted:
+        if column not in have:
+            try:
+                table.create_index(column, config=configs[kind](), replace=True)
+            except Exception as exc:
+                on_error(column, kind, exc)
+
+
+def merge_keyword_parts(rows: list[dict[str, Any]], indexed: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """The `k` best of a keyword search whose rows came from two scorers: `indexed` (the keyword index alone) and
+    the rest of `rows` (rows written since the index was refreshed, found by a scan). LanceDB scores the two with
+    their own BM25 statistics, several-fold apart (lance-format/lance#7905), so one side could crowd out the other's
+    best matches: each side is ranked on its own scale (relative to its best), then merged."""
+    seen = {row["chunk_id"] for row in indexed}
+    scanned = [row for row in rows if row["chunk_id"] not in seen]
+    for part in (indexed, scanned):
+        best = max((row.get("_score") or 0.0 for row in part), default=0.0) or 1.0
+        for row in part:
+            row["_score"] = float(row.get("_score") or 0.0) / best
+    return sorted(indexed + scanned, key=lambda row: -row["_score"])[:k]

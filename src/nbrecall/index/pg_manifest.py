@@ -25,10 +25,17 @@ from psycopg.types.json import Jsonb
 from nbrecall.index.manifest import fact_from_json, fact_json, render_summary
 from nbrecall.index.pg_db import PgDatabase, clean_json, clean_text
 from nbrecall.index.pg_schema import MANIFEST_MIGRATIONS
+from nbrecall.index.pg_sql import upsert_sql
 from nbrecall.notebook.facts import Fact
 from nbrecall.records import CellRecord, ContentRecord, FileRecord, PendingVector
 
 _CONTENT_COLUMNS = "sha256, status, reason, root, rel, n_cells, n_chunks, n_embedded, meta"
+_SAVE_CONTENT = upsert_sql("contents", [*_CONTENT_COLUMNS.split(", "), "indexed_at"], ["sha256"])
+_SAVE_CELL = upsert_sql("cells", ["sha256", "idx", "cell_id", "cell_type", "execution_count", "source", "outputs"],
+                        ["sha256", "idx"])
+_SAVE_FACT = upsert_sql("facts", ["sha256", "seq", "idx", "data"], ["sha256", "seq"])
+_SAVE_PENDING = upsert_sql("pending_vectors", ["chunk_id", "sha256", "priority", "text"], ["chunk_id"])
+_SAVE_FILE = upsert_sql("files", ["root", "rel", "size", "mtime_ns", "sha256", "seen_at"], ["root", "rel"])
 
 
 class PgManifest:
@@ -140,10 +147,7 @@ class PgManifest:
         db.execute("DELETE FROM facts WHERE sha256 = ANY(%s)", (shas,))
         with db.cursor() as cur:
             cur.executemany(
-                f"INSERT INTO contents ({_CONTENT_COLUMNS}, indexed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (sha256) DO UPDATE SET status = EXCLUDED.status, reason = EXCLUDED.reason,"
-                " root = EXCLUDED.root, rel = EXCLUDED.rel, n_cells = EXCLUDED.n_cells, n_chunks = EXCLUDED.n_chunks,"
-                " n_embedded = EXCLUDED.n_embedded, meta = EXCLUDED.meta, indexed_at = EXCLUDED.indexed_at",
+                _SAVE_CONTENT,
                 [
                     (r.sha256, r.status, clean_text(r.reason), clean_text(r.root), clean_text(r.rel), r.n_cells,
                      r.n_chunks, r.n_embedded, Jsonb(clean_json(r.meta or {})), now)
@@ -151,10 +155,7 @@ class PgManifest:
                 ],
             )
             cur.executemany(
-                "INSERT INTO cells (sha256, idx, cell_id, cell_type, execution_count, source, outputs) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (sha256, idx) DO UPDATE SET "
-                "cell_id = EXCLUDED.cell_id, cell_type = EXCLUDED.cell_type, "
-                "execution_count = EXCLUDED.execution_count, source = EXCLUDED.source, outputs = EXCLUDED.outputs",
+                _SAVE_CELL,
                 [
                     (c.sha256, c.idx, clean_text(c.cell_id), c.cell_type, c.execution_count, clean_text(c.source),
                      clean_text(c.outputs))
@@ -162,8 +163,7 @@ class PgManifest:
                 ],
             )
             cur.executemany(
-                "INSERT INTO facts (sha256, seq, idx, data) VALUES (%s, %s, %s, %s) ON CONFLICT (sha256, seq) "
-                "DO UPDATE SET idx = EXCLUDED.idx, data = EXCLUDED.data",
+                _SAVE_FACT,
                 [
                     (r.sha256, f.seq, f.cell, Jsonb(clean_json(json.loads(fact_json(f)))))
                     for r in sorted(records, key=lambda r: r.sha256) for f in r.facts
@@ -179,9 +179,7 @@ class PgManifest:
         self.db.lock_contents(db, [p.sha256 for p in items])
         with db.cursor() as cur:
             cur.executemany(
-                "INSERT INTO pending_vectors (chunk_id, sha256, priority, text) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (chunk_id) DO UPDATE SET sha256 = EXCLUDED.sha256, priority = EXCLUDED.priority, "
-                "text = EXCLUDED.text",
+                _SAVE_PENDING,
                 [(p.chunk_id, p.sha256, p.priority, clean_text(p.text)) for p in items],
             )
 
@@ -226,9 +224,7 @@ class PgManifest:
         self.db.lock_contents(db, [r.sha256 for r in records])
         with db.cursor() as cur:
             cur.executemany(
-                "INSERT INTO files (root, rel, size, mtime_ns, sha256, seen_at) VALUES (%s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (root, rel) DO UPDATE SET size = EXCLUDED.size, mtime_ns = EXCLUDED.mtime_ns, "
-                "sha256 = EXCLUDED.sha256, seen_at = EXCLUDED.seen_at",
+                _SAVE_FILE,
                 [(clean_text(r.root), clean_text(r.rel), r.size, r.mtime_ns, r.sha256, now) for r in records],
             )
 

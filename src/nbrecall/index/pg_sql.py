@@ -1,10 +1,12 @@
-"""Pieces of the SQL `index.pg_store.PgStore` sends: filters as a condition with named parameters, lexemes as a
-tsquery. Apart from the store so that what reaches PostgreSQL as SQL text (and how it is quoted) is in one short
-module that can be read and tested on its own; `index.lance_schema.lance_where` is the LanceDB twin of the filter.
+"""Pieces of the SQL the PostgreSQL store and manifest send: filters as a condition with named parameters, lexemes
+as a tsquery, upserts. Apart from the store so that what reaches PostgreSQL as SQL text (and how it is quoted) is
+in one short module that can be read and tested on its own; `index.lance_schema.lance_where` is the LanceDB twin
+of the filter.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from nbrecall.records import SearchFilters
@@ -44,3 +46,11 @@ def tsquery_literal(lexemes: list[str]) -> str:
     """An OR of lexemes as tsquery input: each quoted, so no lexeme is re-parsed or read as an operator."""
     quoted = ("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
     return " | ".join(quoted)
+
+
+def upsert_sql(table: str, columns: Sequence[str], key: Sequence[str]) -> str:
+    """`INSERT INTO table (columns) VALUES (%s, ...)` that, on a row with the same `key`, updates every other column
+    to the new values (`executemany` with one tuple per row, in `columns` order)."""
+    update = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in key)
+    return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
+            f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {update}")

@@ -40,7 +40,14 @@ from nbrecall.index.pg_db import PgDatabase, clean_text
 from nbrecall.index.pg_schema import store_migrations
 from nbrecall.index.pg_sql import filter_sql, tsquery_literal
 from nbrecall.index.terms import keyword_query, keyword_text
-from nbrecall.records import CHUNK_COLUMNS, FACT_KIND, ChunkRow, FusionSettings, SearchFilters, StoreHit
+from nbrecall.records import (
+    CHUNK_COLUMNS,
+    FACT_KIND,
+    ChunkRow,
+    SearchFilters,
+    StoreHit,
+    StoreQuery,
+)
 
 log = logging.getLogger("nbrecall.index")
 
@@ -256,13 +263,10 @@ class PgStore:
         )
         return {cid: (_as_array(vector), list(cells or [])) for cid, cells, vector in rows}
 
-    def search_facts(
-        self, text: str, vector: np.ndarray | None, k: int, filters: SearchFilters,
-        fusion: FusionSettings | None = None,
-    ) -> list[StoreHit]:
+    def search_facts(self, query: StoreQuery) -> list[StoreHit]:
         """Hybrid search of the value facts. Here they are still rows of kind `fact` in the chunk table (their own
         table, as `index.fact_table` has for LanceDB, is not written yet), so they share its BM25 statistics."""
-        return self.search(text, vector, k, replace(filters, kinds=[FACT_KIND]), fusion)
+        return self.search(replace(query, filters=replace(query.filters, kinds=[FACT_KIND])))
 
     def fact_vectors(self, notebooks: list[str], limit: int = 20_000) -> dict[str, np.ndarray]:
         """fact id → vector of the facts of `notebooks` (see `LanceStore.fact_vectors`)."""
@@ -472,24 +476,18 @@ class PgStore:
         with self.db.conn.cursor(row_factory=dict_row) as cur:
             return cur.execute(sql, params).fetchall()
 
-    def search(
-        self,
-        text: str,
-        vector: np.ndarray | None,
-        k: int,
-        filters: SearchFilters,
-        fusion: FusionSettings | None = None,
-    ) -> list[StoreHit]:
+    def search(self, query: StoreQuery) -> list[StoreHit]:
         """Hybrid: the keyword and vector lists (each `k` long) fused by `index.fusion.fuse`."""
+        vector, k, filters = query.vector, query.k, query.filters
         try:
-            keyword = self.keyword(text, k, filters)
+            keyword = self.keyword(query.text, k, filters)
             dense = self.vector(vector, k, filters) if vector is not None else []
         except Exception as exc:
             fault = pg_fault(exc, "searching", self.db.url)
             if fault is None:
                 raise
             raise fault from exc
-        return fuse(keyword, dense, fusion or FusionSettings())
+        return fuse(keyword, dense, query.fusion)
 
 
 def wait_for_statistics(store: PgStore, timeout: float = 30.0) -> None:

@@ -28,13 +28,16 @@ from nbrecall.index.lance_schema import (
     AnnSettings,
     KeywordCoverage,
     chunk_schema,
+    create_filter_indexes,
+    create_text_index,
     lance_where,
+    merge_keyword_parts,
     split_rows,
     sql_literal,
     text_index_name,
 )
 from nbrecall.index.terms import keyword_query, keyword_text
-from nbrecall.records import HIT_COLUMNS, ChunkRow, FusionSettings, SearchFilters, StoreHit
+from nbrecall.records import HIT_COLUMNS, ChunkRow, SearchFilters, StoreHit, StoreQuery
 
 log = logging.getLogger("nbrecall.index")
 
@@ -171,23 +174,11 @@ class LanceStore:
 
     def finish_run(self) -> None:
         """Bring the keyword index up to date and compact: rows added since the index was built become findable."""
-        from lancedb.index import FTS
-
         self.facts.finish_run(_dt.timedelta(minutes=10))
         if self.table.count_rows() == 0:
             return
         if not self._fts_ready:
-            self.table.create_index(
-                "text",
-                config=FTS(
-                    with_position=False,
-                    stem=True,
-                    remove_stop_words=True,
-                    lower_case=True,
-                    ascii_folding=True,
-                ),
-                replace=True,
-            )
+            create_text_index(self.table)
             self._fts_ready = True
         self.ensure_filter_indexes()
         self.table.optimize(cleanup_older_than=_dt.timedelta(minutes=10))
@@ -203,23 +194,14 @@ class LanceStore:
 
     def ensure_filter_indexes(self) -> None:
         """Create the missing filter indexes (cheap: ~0.3 s at 300k rows); `optimize()` keeps them current."""
-        from lancedb.index import Bitmap, BTree, LabelList
 
-        configs = {"BITMAP": Bitmap, "BTREE": BTree, "LABEL_LIST": LabelList}
-        try:
-            have = {col for idx in self.table.list_indices() for col in (idx.columns or [])}
-        except Exception:
-            return
-        for column, kind in self.FILTER_INDEXES:
-            if column in have:
-                continue
-            try:
-                self.table.create_index(column, config=configs[kind](), replace=True)
-            except Exception as exc:
-                fault = storage_fault(exc, self.path.parent, "indexing")
-                if fault is not None:
-                    raise fault from exc
-                log.warning("no %s index on %s (%s): filters on it scan the column", kind, column, exc)
+        def fail(column: str, kind: str, exc: Exception) -> None:
+            fault = storage_fault(exc, self.path.parent, "indexing")
+            if fault is not None:
+                raise fault from exc
+            log.warning("no %s index on %s (%s): filters on it scan the column", kind, column, exc)
+
+        create_filter_indexes(self.table, self.FILTER_INDEXES, fail)
 
     def vector_index(self) -> Any | None:
         """LanceDB's description of the vector index (`num_indexed_rows`, `size_bytes`, ...), None without one."""
@@ -322,22 +304,19 @@ class LanceStore:
             counts[sha] = counts.get(sha, 0) + 1
         return counts
 
-    def search_facts(
-        self, text: str, vector: np.ndarray | None, k: int, filters: SearchFilters,
-        fusion: FusionSettings | None = None,
-    ) -> list[StoreHit]:
+    def search_facts(self, query: StoreQuery) -> list[StoreHit]:
         """The `k` best value facts by keyword (their own table and BM25 statistics), each re-scored with its
         stored vector as a hybrid hit would be (`fuse` over the same list ranked by similarity); `filters.kinds`
         does not apply. A hit's row: `records.FACT_COLUMNS` plus `kind`, `cells` and `anchor`."""
-        where = lance_where(replace(filters, kinds=None))
+        where = lance_where(replace(query.filters, kinds=None))
         try:
-            rows = self.facts.keyword(text, k, where)
+            rows = self.facts.keyword(query.text, query.k, where)
         except Exception as exc:  # a query the full-text parser rejects finds nothing; a damaged file is an error
             fault = storage_fault(exc, self.path.parent, "searching")
             if fault is not None:
                 raise fault from exc
             return []
-        return fuse_facts(rows, vector, fusion or FusionSettings())
+        return fuse_facts(rows, query.vector, query.fusion)
 
     def fact_vectors(self, notebooks: list[str], limit: int = 20_000) -> dict[str, np.ndarray]:
         """fact id → unit vector of the facts of `notebooks` (the answerer ranks every fact of a few notebooks)."""
@@ -384,21 +363,13 @@ class LanceStore:
             if not rows or not self._unindexed_text_rows():
                 return rows
             # Rows written since the keyword index was last refreshed (a run in progress, or one that stopped) are
-            # scanned, and LanceDB scores that scan and the index each with their own BM25 statistics: the two
-            # scales differ several-fold (lance-format/lance#7905), so one side can crowd out the other's best
-            # matches. Rank each side on its own scale (relative to its best) and merge.
+            # scanned and scored on their own BM25 statistics: `merge_keyword_parts` ranks each side on its scale.
             indexed = self._fts(text, k, filters, indexed_only=True)
         except Exception as exc:  # a query the full-text parser rejects finds nothing; a damaged file is an error
             if storage_fault(exc, self.path.parent, "searching") is not None:
                 raise
             return []
-        seen = {row["chunk_id"] for row in indexed}
-        scanned = [row for row in rows if row["chunk_id"] not in seen]
-        for part in (indexed, scanned):
-            best = max((row.get("_score") or 0.0 for row in part), default=0.0) or 1.0
-            for row in part:
-                row["_score"] = float(row.get("_score") or 0.0) / best
-        return sorted(indexed + scanned, key=lambda row: -row["_score"])[:k]
+        return merge_keyword_parts(rows, indexed, k)
 
     def _fts(self, text: str, k: int, filters: SearchFilters, indexed_only: bool) -> list[dict[str, Any]]:
         query = self.table.search(text, query_type="fts").select([*HIT_COLUMNS, "_score"]).limit(k)
@@ -453,18 +424,12 @@ class LanceStore:
                 return kept[:k]
         return query(k, lance_where(filters))
 
-    def search(
-        self,
-        text: str,
-        vector: np.ndarray | None,
-        k: int,
-        filters: SearchFilters,
-        fusion: FusionSettings | None = None,
-    ) -> list[StoreHit]:
+    def search(self, query: StoreQuery) -> list[StoreHit]:
         """Hybrid: the keyword and vector lists (each `k` long) fused; either list alone works.
 
         The two lists are queried at once (the vector list in a second thread): each waits on LanceDB's own
         threads without holding the GIL, so a search costs about the slower of the two instead of their sum."""
+        vector, k, filters = query.vector, query.k, query.filters
         try:
             pending = None
             if vector is not None:
@@ -472,7 +437,7 @@ class LanceStore:
                     self._lists = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbrecall-vector")
                 pending = self._lists.submit(self.vector, vector, k, filters)
             try:
-                keyword = self.keyword(text, k, filters)
+                keyword = self.keyword(query.text, k, filters)
             finally:
                 dense = pending.result() if pending is not None else []
         except Exception as exc:  # a damaged data file: say which one and how to rebuild
@@ -480,4 +445,4 @@ class LanceStore:
             if fault is None:
                 raise
             raise fault from exc
-        return fuse(keyword, dense, fusion or FusionSettings())
+        return fuse(keyword, dense, query.fusion)

@@ -14,7 +14,16 @@ from nbrecall.index.terms import RANKING_WORD as _WORD
 from nbrecall.index.terms import keyword_stems, query_terms
 from nbrecall.notebook.facts import Fact
 from nbrecall.protocols import Manifest, Store
-from nbrecall.records import CONTENT_KINDS, FACT_KIND, CellRecord, FusionSettings, Hit, SearchFilters, StoreHit
+from nbrecall.records import (
+    CONTENT_KINDS,
+    FACT_KIND,
+    CellRecord,
+    FusionSettings,
+    Hit,
+    SearchFilters,
+    StoreHit,
+    StoreQuery,
+)
 from nbrecall.search.anchor import pick_anchor
 from nbrecall.search.families import FamilyEntry, arrange, chunk_lookup, entry_path, lacking, lend_scores, versions
 from nbrecall.vision.describe import MACHINE_MARK, split_machine_text
@@ -295,10 +304,11 @@ def _search_apart(
     """
     wanted = filters.kinds
     content = [k for k in (wanted or CONTENT_KINDS) if k != FACT_KIND]
-    hits = store.search(query, vector, settings.fanout, replace(filters, kinds=content), fusion) if content else []
+    asked = StoreQuery(query, vector, settings.fanout, filters, fusion)
+    hits = store.search(replace(asked, filters=replace(filters, kinds=content))) if content else []
     fact_hits: list[StoreHit] = []
     if wanted is None or FACT_KIND in wanted:
-        fact_hits = store.search_facts(query, vector, settings.fanout, replace(filters, kinds=None), fusion)
+        fact_hits = store.search_facts(replace(asked, filters=replace(filters, kinds=None)))
     return hits, fact_hits
 
 
