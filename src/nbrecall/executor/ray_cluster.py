@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import socket
 from collections import deque
@@ -77,13 +78,11 @@ class RayExecutor(_Closing):
         exhausted = False
         try:
             while True:
-                while not exhausted and len(window) < self.window:
-                    try:
-                        item = next(source)
-                    except StopIteration:
-                        exhausted = True
-                        break
-                    window.append((item, self._remote.remote(fn_ref, item)))
+                if not exhausted and len(window) < self.window:
+                    wanted = self.window - len(window)
+                    fresh = list(itertools.islice(source, wanted))
+                    exhausted = len(fresh) < wanted
+                    window.extend((item, self._remote.remote(fn_ref, item)) for item in fresh)
                 if not window:
                     return
                 item, ref = window[0]
