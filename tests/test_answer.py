@@ -356,3 +356,35 @@ def test_a_constant_the_code_sets_does_not_beat_what_its_cell_prints() -> None:
     # a constant whose name holds the question's subject still answers a question about that constant
     asked = score(read_question("pump efficiency used for the annual cost"), [copy(c) for c in cands], found)
     assert asked[0].fact.label == "pump_efficiency"
+
+
+def test_a_value_score_is_its_weights_times_the_terms_it_records() -> None:
+    # `RankedFact.terms` is what each `ValueWeights` field multiplies (bench/answer_fit.py fits on it): doubling
+    # one weight moves a score by exactly that term, and the outside penalty scales the sum
+    from dataclasses import replace as with_weights
+
+    from nbrecall.answer.values import RankedFact, ValueWeights, score
+    from nbrecall.notebook.facts import Fact
+
+    sha = "t" * 40
+    facts = [Fact(2, "c2", "3803.0", "total_ballast", "total_ballast = 3803.0", number=3803.0),
+             Fact(3, "c3", "12", "n_tanks", "n_tanks = 12", origin="input", number=12.0)]
+    cands = [RankedFact(f, "b.ipynb", sha, None, 0, signals={"similarity": 0.4, "keyword_raw": 1.0}) for f in facts]
+    cands.append(RankedFact(facts[0], "c.ipynb", "u" * 40, None, None, signals={"similarity": 0.4, "keyword_raw": 0.5}))
+    hit = Hit("b.ipynb", "share", 2, [2], "c2", "code", 1.0, "", "", nb_sha=sha)
+    found = SearchResult("q", [NotebookResult(sha, "b.ipynb", "share", 1.0, [hit], cell_scores={2: 1.0})])
+    question = read_question("what total ballast did we use")
+    weights = ValueWeights(shown_first=0.0)
+    base = score(question, [copy(c) for c in cands], found, weights)
+    for c in base:
+        outside = weights.outside if c.rank is None else 1.0
+        expected = sum(getattr(weights, k) * v for k, v in c.terms.items()) * outside
+        assert abs(c.score - expected) < 1e-9
+    doubled = score(question, [copy(c) for c in cands], found, with_weights(weights, label=2 * weights.label))
+    def key(c: RankedFact) -> tuple[str, str]:
+        return c.notebook, c.fact.label
+
+    for before, after in zip(sorted(base, key=key), sorted(doubled, key=key), strict=True):
+        outside = weights.outside if before.rank is None else 1.0
+        assert abs(after.score - before.score - weights.label * before.terms["label"] * outside) < 1e-9
+    assert any(c.terms["label"] > 0 for c in base) and any(c.terms["input"] == -1.0 for c in base)

@@ -80,6 +80,7 @@ class RankedFact:
     rank: int | None  # its notebook's position in the search result (None: found by the fact search only)
     source: str = ""  # the source of its cell (first notebooks only): words of the method around the value
     signals: dict[str, float] = field(default_factory=dict)
+    terms: dict[str, float] = field(default_factory=dict)  # what each weight of `ValueWeights` multiplies
     score: float = 0.0
 
 
@@ -292,23 +293,22 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
         s["label"] = 0.5 * recall + 0.5 * by_name.precision(name) if recall > 0 else 0.0
         s["context"] = by_place.recall(place | name) if question.terms else 0.0
         s["subject"] = by_subject.recall(name) if by_subject is not None else 0.0
-        total = (w.similarity * s["similarity"] + w.keyword * s["keyword"] + w.notebook * s["notebook"]
-                 + w.cell * s["cell"] + w.cell_similarity * s.get("cell_similarity", 0.0) + w.label * s["label"]
-                 + w.subject * s["subject"] + w.context * s["context"])
-        total += w.final if fact.final else -w.final
-        if question.asks == "count" and _is_count(fact) or question.asks == "share" and _is_share(fact):
-            total += w.kind
-        if fact.number is not None and any(math.isclose(fact.number, n, rel_tol=1e-9) for n in question.numbers):
-            total -= w.given
-        if question.extreme and marks.get(id(fact)) == question.extreme:
-            total += w.extreme
-        total -= w.excluded * against
         s["inputs"] = _inputs_found(question, cand.source)
-        total += w.inputs * s["inputs"]
-        if asked_units and any(match(t, unit) >= 0.7 for t in asked_units):
-            total += w.unit
-        if fact.origin == "input":
-            total -= w.input
+        terms = cand.terms = {  # each term's weight is the `ValueWeights` field of its name
+            "similarity": s["similarity"], "keyword": s["keyword"], "notebook": s["notebook"], "cell": s["cell"],
+            "cell_similarity": s.get("cell_similarity", 0.0), "label": s["label"], "subject": s["subject"],
+            "context": s["context"],
+            "final": 1.0 if fact.final else -1.0,
+            "kind": float(question.asks == "count" and _is_count(fact) or question.asks == "share" and _is_share(fact)),
+            "given": -float(fact.number is not None
+                            and any(math.isclose(fact.number, n, rel_tol=1e-9) for n in question.numbers)),
+            "extreme": float(bool(question.extreme) and marks.get(id(fact)) == question.extreme),
+            "excluded": -against,
+            "inputs": s["inputs"],
+            "unit": float(bool(asked_units) and any(match(t, unit) >= 0.7 for t in asked_units)),
+            "input": -float(fact.origin == "input"),
+        }
+        total = sum(getattr(w, key) * value for key, value in terms.items())
         if cand.rank is None or cand.rank >= 3:
             total *= w.outside
         cand.score = total
