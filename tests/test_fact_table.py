@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from nbformat import v4
 
@@ -169,3 +170,79 @@ def test_an_index_of_the_old_layout_opens_and_its_next_run_moves_the_facts(
         assert sum(len(manifest.facts(sha)) for sha in manifest.indexed_shas()) == facts_before
     finally:
         manifest.close()
+
+
+def _stored(store: LanceStore) -> dict[str, tuple[bool, int | None]]:
+    """fact id → (holds a vector of its own, the fact it shares one with)."""
+    table = store.facts.table.search().select(["chunk_id", "vector", "vector_of"]).limit(None).to_arrow()
+    return {cid: (vec is not None, of) for cid, vec, of in zip(
+        table["chunk_id"].to_pylist(), table["vector"].to_pylist(), table["vector_of"].to_pylist(), strict=True)}
+
+
+def test_a_name_repeated_in_a_notebook_stores_its_vector_once(tmp_path: Path) -> None:
+    store = LanceStore(tmp_path / "lance", DIM)
+    shared = _row("a-00002", "a", FACT_KIND, "Q_std: 922210.2 ft3/h converged", 2, list(_unit(5)))
+    shared.vector_of = 1  # the same name as fact a-00001: the same vector
+    store.append_notebooks([
+        _row("a-00001", "a", FACT_KIND, "Q_std: 1176795.8 ft3/h first step", 2, list(_unit(5))),
+        shared,
+        _row("b-00001", "b", FACT_KIND, "Q_std: 12.0 ft3/h", 3, list(_unit(6))),
+    ])
+    store.finish_run()
+    assert _stored(store) == {"a-00001": (True, None), "a-00002": (False, 1), "b-00001": (True, None)}
+    found = store.search_facts(StoreQuery("converged", _unit(5), 10, SearchFilters()))
+    assert [h.row["chunk_id"] for h in found] == ["a-00002"]
+    assert found[0].similarity == pytest.approx(1.0, abs=0.02)  # read with the vector of a-00001
+    assert "vector_of" not in found[0].row
+    vectors = store.fact_vectors(["a"])
+    assert set(vectors) == {"a-00001", "a-00002"}
+    assert float(np.dot(vectors["a-00002"], _unit(5))) > 0.99
+    # a vector that comes later (phase 2) is stored for the fact that holds it, not for the one sharing it
+    store.set_vectors({"a-00001": _unit(7), "a-00002": _unit(8)})
+    assert _stored(store)["a-00002"] == (False, 1)
+    vectors = store.fact_vectors(["a"])
+    assert float(np.dot(vectors["a-00002"], _unit(7))) > 0.99
+    # the PostgreSQL store keeps a vector per fact: the column is no chunk column
+    from nbrecall.records import CHUNK_COLUMNS
+
+    assert "vector_of" not in CHUNK_COLUMNS
+
+
+def test_the_indexer_points_repeated_names_at_their_first_fact(tmp_path: Path) -> None:
+    root = tmp_path / "share"
+    write_nb(root / "solver.ipynb", [
+        v4.new_markdown_cell("# Sonic flow\nIterate until the standard flow converges."),
+        code("for q in (1176795.8, 922210.2):\n    print('Q_std:', q)", 1,
+             [v4.new_output("stream", name="stdout", text="Q_std: 1176795.8\nQ_std: 922210.2\n")]),
+    ])
+    _index(root, tmp_path / "idx")
+    store = LanceStore(tmp_path / "idx" / "lance", HashEmbedder.dim)
+    stored = _stored(store)
+    own = [cid for cid, (has, of) in stored.items() if has]
+    sharing = {cid: of for cid, (has, of) in stored.items() if of is not None}
+    assert len(own) == 1 and len(sharing) == 1
+    assert own[0].endswith(f"-{next(iter(sharing.values())):05d}")
+    assert set(store.fact_vectors([store.facts.shas()[0]])) == set(stored)  # both read with a vector
+
+
+def test_a_fact_table_of_chunker_8_is_read_as_it_is_and_made_anew_by_the_next_write(tmp_path: Path) -> None:
+    store = LanceStore(tmp_path / "lance", DIM)
+    store.db.drop_table(FactTable.NAME)
+    old = pa.schema([pa.field("vector", pa.list_(pa.int8(), DIM), nullable=True) if f.name == "vector" else f
+                     for f in store.facts.schema if f.name != "vector_of"])
+    codes = quantise(_unit(9), DIM)
+    assert codes is not None
+    row = _row("a-00001", "a", FACT_KIND, "draft = 7.25 m", 1)
+    data = {f.name: [getattr(row, f.name) if f.name not in ("cell", "vector") else None] for f in old}
+    data["cell"], data["vector"], data["text"] = [1], [codes.tolist()], ["draft = 7.25 m"]
+    store.db.create_table(FactTable.NAME, pa.Table.from_pydict(data, schema=old))
+    reopened = LanceStore(tmp_path / "lance", DIM)
+    reopened.finish_run()
+    assert "vector_of" not in reopened.facts.table.schema.names  # a reader does not change the table
+    found = reopened.search_facts(StoreQuery("draft", _unit(9), 5, SearchFilters()))
+    assert [h.row["chunk_id"] for h in found] == ["a-00001"] and found[0].similarity == pytest.approx(1.0, abs=0.02)
+    assert set(reopened.fact_vectors(["a"])) == {"a-00001"}
+    # the next run's first write makes the table anew (that run re-chunks every notebook: CHUNKER_VERSION 9)
+    reopened.append_notebooks([_row("b-00001", "b", FACT_KIND, "draft = 8.1 m", 1, list(_unit(9)))])
+    assert _stored(reopened) == {"b-00001": (True, None)}
+    assert reopened.facts.table.schema.field("vector").type == pa.binary()

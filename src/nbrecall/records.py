@@ -44,10 +44,13 @@ class ChunkRow:
     stale: bool = False
     health: float = 1.0
     vector: np.ndarray | None = None
+    # A fact whose name (what its vector embeds) is that of an earlier fact of its notebook, by that fact's chunk
+    # sequence number: the same vector, which the LanceDB fact table stores once (`index.fact_table`).
+    vector_of: int | None = None
 
 
 # What a search returns of a chunk: every stored field but its vector (in `ChunkRow` order; both stores select these).
-CHUNK_COLUMNS = [f.name for f in fields(ChunkRow) if f.name != "vector"]
+CHUNK_COLUMNS = [f.name for f in fields(ChunkRow) if f.name not in ("vector", "vector_of")]
 # What a search hit carries: every column but the per-cell ids and the tags, which no reader of a hit uses and
 # which cost the most to fetch (list columns: at 1M rows, tags alone added ~4.6 ms to each 72-row list).
 HIT_COLUMNS = [name for name in CHUNK_COLUMNS if name not in ("cell_ids", "tags")]

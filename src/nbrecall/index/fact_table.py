@@ -9,10 +9,12 @@ Why small: a fact row holds only what finds it and what ranks it. Its keyword te
 path, label, value, unit, the variables behind it, the sentence above: `Fact.description`), not the notebook path
 and context line its cell's chunks already carry (`ingest.chunk.fact_chunk`). Its vector (of the fact's name) is
 stored as int8 codes: cosine is scale-free, so the codes of `v / max|v| * 127` compared after normalising give the
-cosine within ~0.005 at a quarter of float32's bytes. Facts are found by keyword only (no ANN index over them);
-the stored vector re-scores the facts the keyword search found and ranks every fact of the few notebooks an
-answer looks into (`LanceStore.fact_vectors`). Where the hit is shown, the notebook path, root, heading, cell id,
-health and stale flag come from the manifest (`search.retrieve.complete_facts`).
+cosine within ~0.005 at a quarter of float32's bytes. And once per name within a notebook: a fact whose name an
+earlier fact of its notebook has (`ChunkRow.vector_of`, set by the indexer) stores no vector, only that fact's
+sequence number, and is read with that fact's vector (46% of the facts of ../shared/corpus). Facts are found by
+keyword only (no ANN index over them); the stored vector re-scores the facts the keyword search found and ranks
+every fact of the few notebooks an answer looks into (`LanceStore.fact_vectors`). Where the hit is shown, the
+notebook path, root, heading, cell id, health and stale flag come from the manifest (`search.retrieve.complete_facts`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from nbrecall.index.lance_schema import (
     create_filter_indexes,
     create_text_index,
     merge_keyword_parts,
+    sql_literal,
     text_index_name,
 )
 from nbrecall.index.terms import keyword_query, keyword_text
@@ -50,9 +53,18 @@ def fact_schema(dim: int) -> pa.Schema:
             pa.field("cell", pa.int32()),
             pa.field("text", pa.string()),
             *FILTER_FIELDS,
-            pa.field("vector", pa.list_(pa.int8(), dim), nullable=True),
+            # int8 codes as `dim` bytes; null when the fact shares another's (a null costs nothing here, where a
+            # fixed-size list column keeps its `dim` bytes: 15.4 → 8.4 MB for the facts of ../shared/corpus)
+            pa.field("vector", pa.binary(), nullable=True),
+            # the chunk sequence number of the fact of the same notebook whose vector this one shares (null: its own)
+            pa.field("vector_of", pa.int32(), nullable=True),
         ]
     )
+
+
+def shared_id(nb_sha: str, seq: int) -> str:
+    """The chunk id of fact `seq` of a notebook (`ingest.build`'s chunk ids)."""
+    return f"{nb_sha[:20]}-{int(seq):05d}"
 
 
 def quantise(vector: Any, dim: int) -> np.ndarray | None:
@@ -70,10 +82,12 @@ def quantise(vector: Any, dim: int) -> np.ndarray | None:
 
 
 def dequantise(codes: Any) -> np.ndarray | None:
-    """A unit float32 vector from int8 codes (its cosine with a unit query is a dot product)."""
+    """A unit float32 vector from int8 codes, as bytes or (a table of chunker 8) a list (its cosine with a unit
+    query is a dot product)."""
     if codes is None:
         return None
-    v = np.asarray(codes, dtype=np.float32)
+    raw = np.frombuffer(codes, dtype=np.int8) if isinstance(codes, bytes | bytearray) else codes
+    v = np.asarray(raw, dtype=np.float32)
     norm = float(np.linalg.norm(v))
     return v / norm if norm > 0 else None
 
@@ -112,6 +126,7 @@ class FactTable:
         """Opens the table, or creates it empty: an index written before facts had a table of their own (chunker
         7 and older, facts as chunk rows) opens with none, and the next `nbrecall index` re-chunks every
         notebook (the chunker version is in the fingerprint), which moves its facts here."""
+        self.db = db
         self.dim = dim
         self.schema = fact_schema(dim)
         if self.NAME in db.list_tables().tables:
@@ -121,6 +136,19 @@ class FactTable:
         self._fts_ready = self._fts_index() is not None
         self._coverage = KeywordCoverage()  # rows the keyword index lacks, per table version
 
+    def _shares(self) -> bool:
+        """Whether the table has this layout (`vector_of`, vectors as bytes); a table of chunker 8 is read as it is
+        until its first write."""
+        return "vector_of" in self.table.schema.names
+
+    def _ensure_layout(self) -> None:
+        """Before the first write to a table of chunker 8: make it anew, empty. Its index's chunker version is
+        older, so this run re-chunks every notebook and writes all their facts again (`ingest.chunk`)."""
+        if not self._shares():
+            self.db.drop_table(self.NAME)
+            self.table = self.db.create_table(self.NAME, schema=self.schema)
+            self._fts_ready = False
+
     def has_columns(self) -> bool:
         return "chunk_id" in self.table.schema.names
 
@@ -128,26 +156,29 @@ class FactTable:
         """The name of the keyword index on `text`, None without one."""
         return text_index_name(self.table)
 
+    def _codes(self, vectors: list[Any]) -> pa.Array:
+        """The `vector` column of `vectors` (None: a null)."""
+        codes = [quantise(v, self.dim) if v is not None else None for v in vectors]
+        return pa.array([c.tobytes() if c is not None else None for c in codes], pa.binary())
+
     def to_arrow(self, rows: list[ChunkRow]) -> pa.Table:
-        codes = [quantise(r.vector, self.dim) for r in rows]
-        flat = np.concatenate([c if c is not None else np.zeros(self.dim, np.int8) for c in codes]) if rows \
-            else np.zeros(0, np.int8)
-        vectors = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.int8()), self.dim,
-                                                    mask=pa.array([c is None for c in codes], pa.bool_()))
+        vectors = self._codes([r.vector if r.vector_of is None else None for r in rows])
         data: dict[str, list[Any]] = {
             "chunk_id": [r.chunk_id for r in rows], "nb_sha": [r.nb_sha for r in rows],
             "cell": [int(r.anchor) for r in rows], "text": [keyword_text(r.text) for r in rows],
             "year": [r.year for r in rows], "project": [r.project for r in rows], "author": [r.author for r in rows],
             "tags": [list(r.tags or []) for r in rows], "deprecated": [bool(r.deprecated) for r in rows],
+            "vector_of": [r.vector_of for r in rows],
         }
-        arrays = [pa.array(data[f.name], f.type) for f in self.schema if f.name != "vector"]
-        return pa.Table.from_arrays([*arrays, vectors], schema=self.schema)
+        arrays = [vectors if f.name == "vector" else pa.array(data[f.name], f.type) for f in self.schema]
+        return pa.Table.from_arrays(arrays, schema=self.schema)
 
     def replace(self, condition: str, rows: list[ChunkRow]) -> None:
         """Insert `rows`, delete every other fact matching `condition` (the notebooks replaced): one commit."""
         if not rows:
             self.table.delete(condition)
             return
+        self._ensure_layout()
         (
             self.table.merge_insert("chunk_id")
             .when_matched_update_all()
@@ -158,20 +189,22 @@ class FactTable:
 
     def append(self, rows: list[ChunkRow]) -> None:
         if rows:
+            self._ensure_layout()
             self.table.add(self.to_arrow(rows))
 
     def delete(self, condition: str) -> None:
         self.table.delete(condition)
 
     def set_vectors(self, vectors: dict[str, np.ndarray], where_ids: str) -> None:
-        """Give the facts among `vectors` their (quantised) vectors: one commit; ids it does not hold are skipped."""
+        """Give the facts among `vectors` their (quantised) vectors: one commit; ids it does not hold are skipped,
+        and so are facts that share another's vector (`vector_of`)."""
+        self._ensure_layout()
         found = self.table.search().where(where_ids).select(list(self.schema.names)).limit(None).to_arrow()
         if found.num_rows == 0:
             return
-        codes = [quantise(vectors[i], self.dim) for i in found["chunk_id"].to_pylist()]
-        flat = np.concatenate([c if c is not None else np.zeros(self.dim, np.int8) for c in codes])
-        column = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.int8()), self.dim,
-                                                   mask=pa.array([c is None for c in codes], pa.bool_()))
+        shared = found["vector_of"].to_pylist()
+        column = self._codes([vectors[i] if of is None else None
+                              for i, of in zip(found["chunk_id"].to_pylist(), shared, strict=True)])
         updated = found.set_column(found.schema.get_field_index("vector"), self.schema.field("vector"), column)
         self.table.merge_insert("chunk_id").when_matched_update_all().execute(updated.cast(self.schema))
 
@@ -204,14 +237,30 @@ class FactTable:
         if not self._fts_ready or not text.strip():
             return []
         text = keyword_query(text)
-        rows = self._fts(text, k, where, indexed_only=False)
+        rows = self._with_shared_vectors(self._fts(text, k, where, indexed_only=False))
         if not rows or not self._unindexed_rows():
             return [hit_row(r) for r in rows]
         indexed = self._fts(text, k, where, indexed_only=True)
         return [hit_row(r) for r in merge_keyword_parts(rows, indexed, k)]
 
+    def _with_shared_vectors(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Fill the `vector` of rows that share another fact's (one look-up for all of them)."""
+        wanted = {id(r): shared_id(r["nb_sha"], r["vector_of"]) for r in rows if r.get("vector_of") is not None}
+        if wanted:
+            ids = sorted(set(wanted.values()))
+            where = f"chunk_id IN ({', '.join(sql_literal(i) for i in ids)})"
+            found = self.table.search().where(where).select(["chunk_id", "vector"]).limit(len(ids)).to_list()
+            vectors = {r["chunk_id"]: r["vector"] for r in found}
+            for row in rows:
+                if id(row) in wanted:
+                    row["vector"] = vectors.get(wanted[id(row)])
+        for row in rows:
+            row.pop("vector_of", None)
+        return rows
+
     def _fts(self, text: str, k: int, where: str | None, indexed_only: bool) -> list[dict[str, Any]]:
-        query = self.table.search(text, query_type="fts").select([*FACT_COLUMNS, "vector", "_score"]).limit(k)
+        shares = ["vector_of"] if self._shares() else []
+        query = self.table.search(text, query_type="fts").select([*FACT_COLUMNS, "vector", *shares, "_score"]).limit(k)
         if indexed_only:
             query = query.fast_search()
         if where:
@@ -223,16 +272,25 @@ class FactTable:
         return self._coverage.rows(self.table, self._fts_index)
 
     def vectors(self, where: str, limit: int) -> dict[str, np.ndarray]:
-        """fact id → unit float32 vector of (at most `limit`) facts matching `where` that have one."""
-        found = self.table.search().where(where).select(["chunk_id", "vector"]).limit(limit).to_arrow()
+        """fact id → unit float32 vector of (at most `limit`) facts matching `where` that have one, their own or the
+        one they share with a fact of their notebook (`where` selects whole notebooks, so that fact is among them)."""
+        shares = ["nb_sha", "vector_of"] if self._shares() else []
+        found = self.table.search().where(where).select(["chunk_id", "vector", *shares]).limit(limit).to_arrow()
         if found.num_rows == 0:
             return {}
-        column = found["vector"].combine_chunks()
-        codes = column.values.to_numpy(zero_copy_only=False)
-        codes = codes[column.offset * self.dim : (column.offset + len(column)) * self.dim].reshape(-1, self.dim)
-        matrix = codes.astype(np.float32)
-        norms = np.linalg.norm(matrix, axis=1)
-        missing = column.is_null().to_numpy(zero_copy_only=False) | (norms == 0)
-        matrix /= np.where(norms > 0, norms, 1.0)[:, None]
         ids = found["chunk_id"].to_pylist()
-        return {cid: matrix[i] for i, cid in enumerate(ids) if not missing[i]}
+        held = [(cid, codes) for cid, codes in zip(ids, found["vector"].to_pylist(), strict=True)
+                if codes is not None and len(codes) == self.dim]
+        out: dict[str, np.ndarray] = {}
+        if held:  # one matrix: a notebook can hold hundreds of facts
+            raw = [codes for _, codes in held]
+            matrix = (np.frombuffer(b"".join(raw), dtype=np.int8).reshape(-1, self.dim) if isinstance(raw[0], bytes)
+                      else np.asarray(raw, dtype=np.int8)).astype(np.float32)
+            norms = np.linalg.norm(matrix, axis=1)
+            matrix /= np.where(norms > 0, norms, 1.0)[:, None]
+            out = {cid: matrix[i] for i, (cid, _) in enumerate(held) if norms[i] > 0}
+        if shares:
+            for cid, sha, of in zip(ids, found["nb_sha"].to_pylist(), found["vector_of"].to_pylist(), strict=True):
+                if of is not None and (vector := out.get(shared_id(sha, of))) is not None:
+                    out[cid] = vector
+        return out

@@ -22,8 +22,21 @@ from nbrecall.notebook.facts import extract_facts
 from nbrecall.notebook.outputs import OutputLimits
 from nbrecall.notebook.read import read_notebook
 from nbrecall.plugins import PluginManager, metadata_fingerprint
-from nbrecall.records import CellRecord, ChunkRow, ContentRecord
+from nbrecall.records import FACT_KIND, CellRecord, ChunkRow, ContentRecord
 from nbrecall.vision.factory import fingerprint_part
+
+
+def _share_fact_vectors(chunks: list[Chunk], rows: list[ChunkRow]) -> None:
+    """Point each fact whose embedded text (its name) an earlier fact of the notebook has at that fact
+    (`ChunkRow.vector_of`): a notebook's facts repeat their names (a table column's rows, a loop's printouts), and
+    half of the fact vectors of ../shared/corpus were such repeats within their notebook."""
+    first: dict[str, int] = {}
+    for chunk, row in zip(chunks, rows, strict=True):
+        if chunk.kind == FACT_KIND:
+            if chunk.embed_text in first:
+                row.vector_of = first[chunk.embed_text]
+            else:
+                first[chunk.embed_text] = chunk.seq
 
 
 @dataclass
@@ -131,6 +144,7 @@ def build_rows(
         )
         for ch in chunks
     ]
+    _share_fact_vectors(chunks, rows)
     meta_dict = asdict(meta)
     meta_dict["fingerprint"] = fingerprint(settings, embedder, plugins)
     meta_dict["notes"] = nb.notes

@@ -37,7 +37,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 7: images pasted into markdown (attachments, data URIs) are figure chunks; figures' image hashes
 # 8: facts in a table of their own (`index.fact_table`), their keyword text without notebook path and context line;
 #    an index of 7 or older is re-chunked by its next run, which moves its facts out of the chunk table
-CHUNKER_VERSION = 8
+# 9: a fact whose name an earlier fact of its notebook has shares that fact's vector (`ChunkRow.vector_of`),
+#    fact vectors stored as bytes; the fact table of an index of 8 is made anew by its next run
+CHUNKER_VERSION = 9
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).
