@@ -27,7 +27,9 @@ import argparse
 import copy
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -160,44 +162,26 @@ def main() -> None:
     parser.add_argument("--set", action="append", required=True, metavar="NAME=INDEX:QUERIES[:CORPUS]")
     parser.add_argument("--cache", type=Path, help="the folder answer_ablation.py caches its searches in")
     parser.add_argument("--shrink", type=float, action="append", help="L2 pull to the default weights (repeatable;"
-                        " default 0.01, 0.1 and 1; --shrink -1 skips the logistic fit)")
+                        " default 0.01, 0.1 and 1; --shrink -1 skips the logistic fit, leaving the top-1 search)")
     parser.add_argument("--folds", type=int, default=5)
     args = parser.parse_args()
     sets = [load_set(spec, args.cache) for spec in args.set]
     data = {s.name: examples(s) for s in sets}
     default = ValueWeights()
     rows = [row("default (hand-set)", s.name, judge(s, {}, default)) for s in sets]
-    for shrink in [x for x in (args.shrink or [0.01, 0.1, 1.0]) if x >= 0]:
+    fitters: dict[str, Callable[[list[Example]], ValueWeights]] = {
+        f"logistic, shrink {x}": partial(fit, shrink=x) for x in (args.shrink or [0.01, 0.1, 1.0]) if x >= 0}
+    fitters["top-1 search"] = search_top1
+    pooled = [e for s in sets for e in data[s.name]]
+    order = list(range(len(pooled)))
+    random.Random(0).shuffle(order)
+    for label, fitter in fitters.items():
         if len(sets) == 2:  # cross: fitted on the other set
             for s, other in ((sets[0], sets[1]), (sets[1], sets[0])):
-                w = fit(data[other.name], shrink)
-                rows.append(row(f"cross, fitted on {other.name}, shrink {shrink}", s.name, judge(s, {}, w)))
-        pooled = [e for s in sets for e in data[s.name]]
-        order = list(range(len(pooled)))
-        random.Random(0).shuffle(order)
-        weights_of: dict[str, dict[str, ValueWeights]] = {s.name: {} for s in sets}
-        for fold in range(args.folds):
-            held = {order[i] for i in range(fold, len(order), args.folds)}
-            w = fit([e for i, e in enumerate(pooled) if i not in held], shrink)
-            for i in held:
-                weights_of[pooled[i].set_name][pooled[i].qid] = w
-        for s in sets:
-            rows.append(row(f"cv {args.folds}-fold, shrink {shrink}", s.name, judge(s, weights_of[s.name], default)))
-        w_all = fit(pooled, shrink)
-        for s in sets:
-            rows.append(row(f"all (in-sample), shrink {shrink}", s.name, judge(s, {}, w_all)))
-        print(f"weights fitted on all, shrink {shrink}: " + ", ".join(
-            f"{f.name} {getattr(w_all, f.name):.2f}" for f in fields(ValueWeights) if f.name in FITTED))
-    fitters = {"top-1 search": search_top1}
-    for label, fitter in fitters.items():
-        if len(sets) == 2:
-            for s, other in ((sets[0], sets[1]), (sets[1], sets[0])):
-                rows.append(row(f"cross, {label} on {other.name}", s.name, judge(s, {}, fitter(data[other.name]))))
-        pooled = [e for s in sets for e in data[s.name]]
-        order = list(range(len(pooled)))
-        random.Random(0).shuffle(order)
+                fitted = fitter(data[other.name])
+                rows.append(row(f"cross, {label}, fitted on {other.name}", s.name, judge(s, {}, fitted)))
         per: dict[str, dict[str, ValueWeights]] = {s.name: {} for s in sets}
-        for fold in range(args.folds):
+        for fold in range(args.folds):  # each question answered with weights fitted without it
             held = {order[i] for i in range(fold, len(order), args.folds)}
             w = fitter([e for i, e in enumerate(pooled) if i not in held])
             for i in held:
@@ -207,7 +191,7 @@ def main() -> None:
         w_all = fitter(pooled)
         for s in sets:
             rows.append(row(f"all (in-sample), {label}", s.name, judge(s, {}, w_all)))
-        print(f"weights, {label} on all: " + ", ".join(
+        print(f"weights, {label}, fitted on all: " + ", ".join(
             f"{f.name} {getattr(w_all, f.name):.2f}" for f in fields(ValueWeights) if f.name in FITTED))
     header = ["set", "weights", "value@1", "value@3", "value cell@1", "where cell@1", "all cell@1"]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
