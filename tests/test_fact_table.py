@@ -242,7 +242,13 @@ def test_a_fact_table_of_chunker_8_is_read_as_it_is_and_made_anew_by_the_next_wr
     found = reopened.search_facts(StoreQuery("draft", _unit(9), 5, SearchFilters()))
     assert [h.row["chunk_id"] for h in found] == ["a-00001"] and found[0].similarity == pytest.approx(1.0, abs=0.02)
     assert set(reopened.fact_vectors(["a"])) == {"a-00001"}
+    reader = LanceStore(tmp_path / "lance", DIM)  # a server open across the change
     # the next run's first write makes the table anew (that run re-chunks every notebook: CHUNKER_VERSION 9)
     reopened.append_notebooks([_row("b-00001", "b", FACT_KIND, "draft = 8.1 m", 1, list(_unit(9)))])
     assert _stored(reopened) == {"b-00001": (True, None)}
     assert reopened.facts.table.schema.field("vector").type == pa.binary()
+    # the reader follows it once the run has built the new table's keyword index (the end of the run, or a refresh)
+    reopened.finish_run()
+    found = reader.search_facts(StoreQuery("draft", _unit(9), 5, SearchFilters()))
+    assert [h.row["chunk_id"] for h in found] == ["b-00001"] and found[0].similarity == pytest.approx(1.0, abs=0.02)
+    assert set(reader.fact_vectors(["b"])) == {"b-00001"}
