@@ -194,6 +194,11 @@ def test_a_name_repeated_in_a_notebook_stores_its_vector_once(tmp_path: Path) ->
     assert [h.row["chunk_id"] for h in found] == ["a-00002"]
     assert found[0].similarity == pytest.approx(1.0, abs=0.02)  # read with the vector of a-00001
     assert "vector_of" not in found[0].row
+    # and while rows the keyword index lacks are scanned beside it (a run in progress): the indexed side too
+    store.append_notebooks([_row("c-00001", "c", FACT_KIND, "converged after 12 steps", 1, list(_unit(6)))])
+    found = store.search_facts(StoreQuery("converged", _unit(5), 10, SearchFilters()))
+    assert [h.row["chunk_id"] for h in found][:1] == ["a-00002"] and "vector_of" not in found[0].row
+    assert found[0].similarity == pytest.approx(1.0, abs=0.02)
     vectors = store.fact_vectors(["a"])
     assert set(vectors) == {"a-00001", "a-00002"}
     assert float(np.dot(vectors["a-00002"], _unit(5))) > 0.99

@@ -49,6 +49,12 @@ class ChunkRow:
     vector_of: int | None = None
 
 
+def chunk_id(nb_sha: str, seq: int) -> str:
+    """The id of chunk `seq` of a notebook content (a fact is a chunk too): what the store, the embedding queue and
+    the answerer key a chunk by."""
+    return f"{nb_sha[:20]}-{int(seq):05d}"
+
+
 # What a search returns of a chunk: every stored field but its vector (in `ChunkRow` order; both stores select these).
 CHUNK_COLUMNS = [f.name for f in fields(ChunkRow) if f.name not in ("vector", "vector_of")]
 # What a search hit carries: every column but the per-cell ids and the tags, which no reader of a hit uses and

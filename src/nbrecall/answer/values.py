@@ -31,7 +31,7 @@ from nbrecall.answer.question import Question
 from nbrecall.index.terms import Weights, match, term_set
 from nbrecall.notebook.facts import Fact
 from nbrecall.notebook.printed import NUMBER, to_number
-from nbrecall.records import SearchFilters
+from nbrecall.records import SearchFilters, chunk_id
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 
 if TYPE_CHECKING:
@@ -82,10 +82,6 @@ class RankedFact:
     signals: dict[str, float] = field(default_factory=dict)
     terms: dict[str, float] = field(default_factory=dict)  # what each weight of `ValueWeights` multiplies
     score: float = 0.0
-
-
-def _chunk_id(sha: str, seq: int) -> str:
-    return f"{sha[:20]}-{seq:05d}"
 
 
 def _is_count(fact: Fact) -> bool:
@@ -144,7 +140,7 @@ def gather(
     shas = [nb.nb_sha for nb in notebooks]
     shas += list(dict.fromkeys(h.row["nb_sha"] for h in found if h.row["nb_sha"] not in shas))
     facts_of = {sha: archive.manifest.facts(sha) for sha in shas}
-    fact_ids = {_chunk_id(sha, f.seq) for sha, facts in facts_of.items() for f in facts}
+    fact_ids = {chunk_id(sha, f.seq) for sha, facts in facts_of.items() for f in facts}
     chunk_shas = {sha[:20]: sha for sha in shas}
     visible = archive.manifest.indexed_shas(shas)
     rows = {h.row["chunk_id"]: h.row for h in found}
@@ -169,7 +165,7 @@ def gather(
         wanted = None if within else {cid for cid in rows if rows[cid]["nb_sha"] == sha}
         sources = {c.idx: c.source for c in archive.manifest.cells(sha)} if within else {}
         for fact in facts_of[sha]:
-            cid = _chunk_id(sha, fact.seq)
+            cid = chunk_id(sha, fact.seq)
             if wanted is not None and cid not in wanted:
                 continue
             row = rows.get(cid)

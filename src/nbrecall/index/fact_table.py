@@ -37,7 +37,7 @@ from nbrecall.index.lance_schema import (
     text_index_name,
 )
 from nbrecall.index.terms import keyword_query, keyword_text
-from nbrecall.records import FACT_COLUMNS, FACT_KIND, ChunkRow, FusionSettings, StoreHit
+from nbrecall.records import FACT_COLUMNS, FACT_KIND, ChunkRow, FusionSettings, StoreHit, chunk_id
 
 log = logging.getLogger("nbrecall.index")
 
@@ -60,11 +60,6 @@ def fact_schema(dim: int) -> pa.Schema:
             pa.field("vector_of", pa.int32(), nullable=True),
         ]
     )
-
-
-def shared_id(nb_sha: str, seq: int) -> str:
-    """The chunk id of fact `seq` of a notebook (`ingest.build`'s chunk ids)."""
-    return f"{nb_sha[:20]}-{int(seq):05d}"
 
 
 def quantise(vector: Any, dim: int) -> np.ndarray | None:
@@ -158,7 +153,7 @@ class FactTable:
 
     def _codes(self, vectors: list[Any]) -> pa.Array:
         """The `vector` column of `vectors` (None: a null)."""
-        codes = [quantise(v, self.dim) if v is not None else None for v in vectors]
+        codes = [quantise(v, self.dim) for v in vectors]
         return pa.array([c.tobytes() if c is not None else None for c in codes], pa.binary())
 
     def to_arrow(self, rows: list[ChunkRow]) -> pa.Table:
@@ -237,23 +232,21 @@ class FactTable:
         if not self._fts_ready or not text.strip():
             return []
         text = keyword_query(text)
-        rows = self._with_shared_vectors(self._fts(text, k, where, indexed_only=False))
-        if not rows or not self._unindexed_rows():
-            return [hit_row(r) for r in rows]
-        indexed = self._fts(text, k, where, indexed_only=True)
-        return [hit_row(r) for r in merge_keyword_parts(rows, indexed, k)]
+        rows = self._fts(text, k, where, indexed_only=False)
+        if rows and self._unindexed_rows():
+            rows = merge_keyword_parts(rows, self._fts(text, k, where, indexed_only=True), k)
+        return [hit_row(r) for r in self._with_shared_vectors(rows)]
 
     def _with_shared_vectors(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Fill the `vector` of rows that share another fact's (one look-up for all of them)."""
-        wanted = {id(r): shared_id(r["nb_sha"], r["vector_of"]) for r in rows if r.get("vector_of") is not None}
-        if wanted:
-            ids = sorted(set(wanted.values()))
+        """Fill the `vector` of the rows that share another fact's (one look-up for all of them)."""
+        sharing = [row for row in rows if row.get("vector_of") is not None]
+        if sharing:
+            ids = sorted({chunk_id(row["nb_sha"], row["vector_of"]) for row in sharing})
             where = f"chunk_id IN ({', '.join(sql_literal(i) for i in ids)})"
             found = self.table.search().where(where).select(["chunk_id", "vector"]).limit(len(ids)).to_list()
             vectors = {r["chunk_id"]: r["vector"] for r in found}
-            for row in rows:
-                if id(row) in wanted:
-                    row["vector"] = vectors.get(wanted[id(row)])
+            for row in sharing:
+                row["vector"] = vectors.get(chunk_id(row["nb_sha"], row["vector_of"]))
         for row in rows:
             row.pop("vector_of", None)
         return rows
@@ -291,6 +284,6 @@ class FactTable:
             out = {cid: matrix[i] for i, (cid, _) in enumerate(held) if norms[i] > 0}
         if shares:
             for cid, sha, of in zip(ids, found["nb_sha"].to_pylist(), found["vector_of"].to_pylist(), strict=True):
-                if of is not None and (vector := out.get(shared_id(sha, of))) is not None:
+                if of is not None and (vector := out.get(chunk_id(sha, of))) is not None:
                     out[cid] = vector
         return out

@@ -22,7 +22,7 @@ from nbrecall.notebook.facts import extract_facts
 from nbrecall.notebook.outputs import OutputLimits
 from nbrecall.notebook.read import read_notebook
 from nbrecall.plugins import PluginManager, metadata_fingerprint
-from nbrecall.records import FACT_KIND, CellRecord, ChunkRow, ContentRecord
+from nbrecall.records import FACT_KIND, CellRecord, ChunkRow, ContentRecord, chunk_id
 from nbrecall.vision.factory import fingerprint_part
 
 
@@ -123,7 +123,7 @@ def build_rows(
     ]
     rows = [
         ChunkRow(
-            chunk_id=f"{sha[:20]}-{ch.seq:05d}",
+            chunk_id=chunk_id(sha, ch.seq),
             nb_sha=sha,
             notebook=rel,
             root=root,

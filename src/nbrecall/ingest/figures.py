@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from nbrecall.ingest.chunk import render_cells
 from nbrecall.notebook.figures import extract_markdown_images
 from nbrecall.notebook.outputs import OutputLimits
+from nbrecall.records import chunk_id
 from nbrecall.vision.describe import (
     Describer,
     DescriberUnavailable,
@@ -74,7 +75,7 @@ class FigureWork:
             for line in lines:
                 chunk.text = add_description(chunk.text, line)
                 chunk.embed_text = add_description(chunk.embed_text, line)
-            row = row_of.get(f"{nb_sha[:20]}-{chunk.seq:05d}")
+            row = row_of.get(chunk_id(nb_sha, chunk.seq))
             if row is not None:
                 row.text = chunk.text
         states = {s: ("waiting" if s not in known else "described" if known[s].ok else "failed") for s in images}
