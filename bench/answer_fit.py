@@ -93,7 +93,7 @@ def examples(data: SetData) -> list[Example]:
             continue
         ranked = score(read_question(q.query), copy.deepcopy(cands), result, base)
         x = np.array([[c.terms[k] for k in FITTED] for c in ranked], dtype=np.float64)
-        outside = np.array([base.outside if c.rank is None or c.rank >= 3 else 1.0 for c in ranked])
+        outside = np.array([base.outside if c.outside() else 1.0 for c in ranked])
         positive = np.array([q.answer in c.fact.shown or q.answer in c.fact.statement() for c in ranked])
         out.append(Example(data.name, q.id, x * outside[:, None], positive))
     return out

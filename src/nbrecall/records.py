@@ -179,8 +179,8 @@ class StoreQuery:
     text: str
     vector: np.ndarray | None
     k: int
-    filters: SearchFilters = field(default_factory=lambda: SearchFilters())
-    fusion: FusionSettings = field(default_factory=lambda: FusionSettings())
+    filters: SearchFilters = field(default_factory=SearchFilters)
+    fusion: FusionSettings = field(default_factory=FusionSettings)
 
 
 @dataclass

@@ -83,6 +83,10 @@ class RankedFact:
     terms: dict[str, float] = field(default_factory=dict)  # what each weight of `ValueWeights` multiplies
     score: float = 0.0
 
+    def outside(self) -> bool:
+        """Its notebook is not among retrieval's first three (the `outside` weight scales its score)."""
+        return self.rank is None or self.rank >= 3
+
 
 def _is_count(fact: Fact) -> bool:
     return fact.number is not None and float(fact.number).is_integer() and "." not in fact.value
@@ -305,7 +309,7 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
             "input": -float(fact.origin == "input"),
         }
         total = sum(getattr(w, key) * value for key, value in terms.items())
-        if cand.rank is None or cand.rank >= 3:
+        if cand.outside():
             total *= w.outside
         cand.score = total
     for cand_id, whole in _parents(cands).items():  # an entry never beats its dict unless its name says more
