@@ -272,11 +272,17 @@ def test_context_lists_the_best_values_first_and_they_are_citable(archive: Archi
     assert "1,284.6" in listed or "1284.6" in listed
     assert context.tokens <= archive.settings.answer.context_tokens
     assert count_llm_tokens(listed) <= archive.settings.answer.context_tokens * 0.2
-    lines = listed.splitlines()[1:]
-    cited = [re.match(r"- \[(.+?) › Cell (\d+)\]", line) for line in lines]
-    assert all(cited) and len({(m[1], m[2]) for m in cited if m}) == len(lines)  # one line per cell
-    for m in cited:
-        assert m is not None and (m[1], int(m[2])) in context.citable()
+    cited: list[tuple[str, int]] = []
+    notebook = None
+    for line in listed.splitlines()[1:]:
+        if line.startswith("## "):
+            notebook = line[3:]  # each notebook's path once, its cells' lines under it
+            continue
+        m = re.match(r"- Cell (\d+)\b", line)
+        assert m is not None and notebook is not None, line
+        cited.append((notebook, int(m[1])))
+    assert cited and len(set(cited)) == len(cited)  # one line per cell
+    assert all(place in context.citable() for place in cited)
 
 
 def test_context_lists_the_values_of_a_cell_on_one_line() -> None:
@@ -290,8 +296,23 @@ def test_context_lists_the_values_of_a_cell_on_one_line() -> None:
     found = SearchResult("q", [NotebookResult("s1", "pump.ipynb", "/r", 1.0, [
         Hit("pump.ipynb", "/r", 2, [2], "c2", "code", 1.0, "", "", "s1")], neighbourhood=cells)])
     listed = build_context(found, 3000, values=values).text.split("\n\n", 1)[0].splitlines()
-    assert listed[1:] == ["- [pump.ipynb › Cell 2] (Cost): pump_efficiency = 0.707; The cost is 84033.2",
-                          "- [plant.ipynb › Cell 9]: Profit = 42.7"]
+    assert listed[1:] == ["## pump.ipynb", "- Cell 2 (Cost): pump_efficiency = 0.707; The cost is 84033.2",
+                          "## plant.ipynb", "- Cell 9: Profit = 42.7"]
+
+
+def test_context_value_list_names_each_notebook_once_and_the_last_section_only() -> None:
+    from nbrecall.answer.context import ContextValue
+
+    values = [ContextValue("a = 1", "long/path/one.ipynb", "s1", 3, "c3", "Title › Method › Results"),
+              ContextValue("b = 2", "other.ipynb", "s2", 1, "c1"),
+              ContextValue("c = 3", "long/path/one.ipynb", "s1", 7, "c7", "Title › Checks")]
+    cells = [CellRecord("s1", 3, "c3", "code", 1, "a = 1", "")]
+    found = SearchResult("q", [NotebookResult("s1", "long/path/one.ipynb", "/r", 1.0, [
+        Hit("long/path/one.ipynb", "/r", 3, [3], "c3", "code", 1.0, "", "", "s1")], neighbourhood=cells)])
+    listed = build_context(found, 3000, values=values).text.split("\n\n", 1)[0].splitlines()
+    # notebooks in the order of their best value, a notebook's cells under its one path
+    assert listed[1:] == ["## long/path/one.ipynb", "- Cell 3 (Results): a = 1", "- Cell 7 (Checks): c = 3",
+                          "## other.ipynb", "- Cell 1: b = 2"]
 
 
 def _fake_result(cells: list[CellRecord]) -> SearchResult:

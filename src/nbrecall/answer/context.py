@@ -163,39 +163,49 @@ class ContextValue:
     heading: str = ""
 
     def place(self) -> str:
-        where = f" ({self.heading})" if self.heading else ""
-        return f"[{self.notebook} › Cell {self.cell}]{where}"
+        """`Cell n (section)`: the section is the last part of the heading path; the whole path on every line
+        would leave room for fewer values (measured: bench/README.md, issue 13)."""
+        section = self.heading.rsplit(" › ", 1)[-1].strip()
+        return f"Cell {self.cell}" + (f" ({section})" if section else "")
 
 
-VALUES_HEADING = "# Values printed in these notebooks (best match first; each line cites its cell)"
+VALUES_HEADING = "# Values printed in these notebooks (best match first; cite each as [PATH › Cell n])"
 VALUES_SHARE = 0.2  # of the budget, at most, for the value list: the cells are what the model reads
 VALUES_PER_CELL = 4  # values of one cell on its line, at most
 
 
+def _render_values(lines: list[list[ContextValue]]) -> str:
+    """The value list: under each notebook's path (written once: a path can cost more tokens than three values),
+    one line per cell; notebooks in the order of their best value, a notebook's cells in the order of theirs."""
+    by_notebook: dict[str, list[list[ContextValue]]] = {}
+    for group in lines:
+        by_notebook.setdefault(group[0].notebook, []).append(group)
+    rows = [VALUES_HEADING]
+    for notebook, groups in by_notebook.items():
+        rows.append(f"## {notebook}")
+        rows.extend(f"- {group[0].place()}: " + "; ".join(v.shown for v in group) for group in groups)
+    return "\n".join(rows)
+
+
 def _values_block(values: list[ContextValue], budget: int) -> tuple[str, list[ContextValue]]:
-    """As many of `values` as fit in `budget` tokens, one line per cell under `VALUES_HEADING`, the cells in the
-    order of their best value: a cell's citation and heading are written once, so the values that share a
-    printout with the best one (the cost beside the efficiency it was computed with) cost a few tokens each."""
+    """As many of `values` as fit in `budget` tokens (`_render_values`), the cells in the order of their best value:
+    a cell's citation and heading are written once, so the values that share a printout with the best one (the
+    cost beside the efficiency it was computed with) cost a few tokens each."""
     groups: dict[tuple[str, int], list[ContextValue]] = {}
     for value in values:
         members = groups.setdefault((value.nb_sha, value.cell), [])
         if len(members) < VALUES_PER_CELL:
             members.append(value)
-
-    def render(lines: list[list[ContextValue]]) -> str:
-        rows = [f"- {group[0].place()}: " + "; ".join(v.shown for v in group) for group in lines]
-        return "\n".join([VALUES_HEADING, *rows])
-
     kept: list[list[ContextValue]] = []
     for group in groups.values():
         for n in range(len(group), 0, -1):  # the whole line if it fits, else its best values
-            if count_llm_tokens(render([*kept, group[:n]])) <= budget:
+            if count_llm_tokens(_render_values([*kept, group[:n]])) <= budget:
                 kept.append(group[:n])
                 break
         else:
             break
     listed = [v for group in kept for v in group]
-    return (render(kept), listed) if kept else ("", [])
+    return (_render_values(kept), listed) if kept else ("", [])
 
 
 def build_context(

@@ -8,8 +8,9 @@ is a chunk of kind `fact`: keyword and vector search see it like any chunk). Eac
 - `keyword`: the fact's BM25 score against the question, relative to the best fact's;
 - `notebook`: its notebook's retrieval score relative to the first notebook's (0 outside the result);
 - `cell`: the best score of the chunks retrieval found on the fact's cell, relative to its notebook's best;
-- `label`: how much of the question the fact's name (label, the variables that printed it, the unit) covers,
-  terms weighted by rarity among the candidates, times how much of that name the question covers;
+- `label`: how much of the question the fact's name (label, the variables that printed it, the unit, and what
+  the notebook says those variables are: `glossary`) covers, terms weighted by rarity among the candidates,
+  times how much of that name the question covers;
 - `context`: the same coverage for where the fact is (heading path, the sentence above, the code line);
 - structure and kind: the last of a repeated label in a cell is a loop's result (`final`); a count is an
   integer, a share a fraction or a percentage; a value the question itself gives is an input, not the answer.
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nbrecall.answer.glossary import meaning_of, symbol_glossary
 from nbrecall.answer.question import Question
 from nbrecall.index.terms import Weights, match, term_set
 from nbrecall.notebook.facts import Fact
@@ -67,6 +69,7 @@ class ValueWeights:
     inputs: float = 0.5  # times the share of the question's numbers that the fact's cell sets or passes
     outside: float = 0.8  # multiplies the score of a fact whose notebook retrieval did not rank
     shown_first: float = 1.0  # 1: a constant the code sets never beats a value its own cell shows (0: off)
+    glossary: float = 1.0  # 1: a fact's name includes what its notebook says its variables are (0: off)
 
 
 @dataclass
@@ -79,6 +82,7 @@ class RankedFact:
     year: int | None
     rank: int | None  # its notebook's position in the search result (None: found by the fact search only)
     source: str = ""  # the source of its cell (first notebooks only): words of the method around the value
+    meaning: str = ""  # what its notebook says the variables behind it are (`glossary`; first notebooks only)
     signals: dict[str, float] = field(default_factory=dict)
     terms: dict[str, float] = field(default_factory=dict)  # what each weight of `ValueWeights` multiplies
     score: float = 0.0
@@ -167,7 +171,9 @@ def gather(
         nb = by_sha.get(sha)
         within = nb in notebooks
         wanted = None if within else {cid for cid in rows if rows[cid]["nb_sha"] == sha}
-        sources = {c.idx: c.source for c in archive.manifest.cells(sha)} if within else {}
+        cells = archive.manifest.cells(sha) if within else []
+        sources = {c.idx: c.source for c in cells}
+        glossary = symbol_glossary((c.cell_type, c.source) for c in cells)
         for fact in facts_of[sha]:
             cid = chunk_id(sha, fact.seq)
             if wanted is not None and cid not in wanted:
@@ -176,7 +182,7 @@ def gather(
             notebook = row["notebook"] if row else (nb.notebook if nb else "")
             year = row.get("year") if row else (nb.hits[0].year if nb and nb.hits else None)
             cand = RankedFact(fact, notebook, sha, year, result.notebooks.index(nb) if nb is not None else None,
-                              sources.get(fact.cell, ""))
+                              sources.get(fact.cell, ""), meaning_of(_symbols(fact), glossary))
             if cid in stored and query is not None:
                 cand.signals["similarity"] = float(np.dot(stored[cid][0], query))
             else:
@@ -185,6 +191,15 @@ def gather(
             cand.signals["keyword_raw"] = keyword.get(cid, 0.0)
             cands.append(cand)
     return cands
+
+
+def _symbols(fact: Fact) -> list[str]:
+    """The variable names behind a fact: those its code line reads, and its label when that is a name."""
+    names = fact.names.split()
+    label = fact.label.strip().strip("'\"")
+    if label.isidentifier():
+        names.append(label)
+    return names
 
 
 def _cell_signal(nb: NotebookResult | None, cell: int, spread: float) -> float:
@@ -269,7 +284,8 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
     w = weights or ValueWeights()
     if not cands:
         return []
-    names = [term_set(f"{c.fact.label} {c.fact.names} {c.fact.unit}") for c in cands]
+    names = [term_set(f"{c.fact.label} {c.fact.names} {c.fact.unit} {c.meaning if w.glossary else ''}")
+             for c in cands]
     places = [term_set(f"{c.fact.heading} {c.fact.sentence} {c.fact.code} {c.source}") for c in cands]
     units = [term_set(c.fact.unit + " " + " ".join(re.findall(r"\[([^\]]{1,20})\]", c.fact.label))) for c in cands]
     # rarity among the candidates' names: what tells values apart

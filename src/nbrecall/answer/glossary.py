@@ -1,0 +1,84 @@
+"""What a notebook's own text says its variables are: the meaning of `qs`, `Ku` or `tauI` is rarely in the name.
+
+Engineers name values with symbols and explain them once, where they are set or in the prose: a comment on the
+assignment (`qs = qs_bar  # inlet flow of suspension`), or a markdown sentence that defines the symbol ("where
+$K_u$ is the ultimate gain"). A question asks in those words ("suspension flow", "ultimate gain"), never in the
+symbol. `symbol_glossary` collects these explanations for one notebook so that a value printed under a symbol can
+be matched by what the symbol means. Only the grammar of defining a symbol is read (an assignment's comment,
+"SYMBOL is/denotes …"), never subject words.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from collections.abc import Iterable
+
+_ASSIGNED = re.compile(r"^\s*(?P<names>[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*(?::[^=]+)?=(?!=)")
+# "where $K_u$ is the ultimate gain", "$\tau_I$ denotes the integral time", "$q_s$: the suspension flow"
+_DEFINED = re.compile(
+    r"\$(?P<symbol>[^$]{1,30})\$\s*(?:is|are|denotes|represents|stands\s+for|=|:)\s+"
+    r"(?P<meaning>(?:the\s+|an?\s+)?[^\W\d_][^$.,;:\n()]{2,80})",
+    re.I,
+)
+_LATEX_NAME = re.compile(r"\\(?:mathrm|text|textrm|mathit|operatorname|bar|hat|tilde|overline)\s*")
+_MAX_MEANING = 120
+_SUFFIXES = ("_bar", "_0", "_init", "_ss")  # `qs_bar`, the steady value of `qs`, means what `qs` means
+
+
+def symbol_key(name: str) -> str:
+    """One spelling for a symbol as code and LaTeX write it: `tau_I`, `tauI`, `\\tau_{I}` → `taui`."""
+    text = _LATEX_NAME.sub("", name.strip())
+    text = re.sub(r"[\\{}_\s^*']", "", text)
+    return text.lower()
+
+
+def _comment(line: str) -> str | None:
+    """The comment a line of code ends in (None when none: a `#` inside a string is not one)."""
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
+            if tok.type == tokenize.COMMENT:
+                return tok.string.lstrip("#").strip()
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None  # a line of a longer statement or string: not read
+    return None
+
+
+def symbol_glossary(cells: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """`symbol_key(name)` → what the notebook says it is, from (cell type, source) pairs in notebook order; the
+    first explanation of a symbol wins (it is where the symbol is introduced)."""
+    glossary: dict[str, str] = {}
+
+    def add(symbol: str, meaning: str) -> None:
+        meaning = " ".join(meaning.split())[:_MAX_MEANING].strip(" -–,")
+        key = symbol_key(symbol)
+        if not key or not meaning or not re.search(r"[^\W\d_]{3}", meaning):
+            return
+        glossary.setdefault(key, meaning)
+        for suffix in _SUFFIXES:
+            if symbol.endswith(suffix) and len(symbol) > len(suffix):
+                glossary.setdefault(symbol_key(symbol[: -len(suffix)]), meaning)
+
+    for cell_type, source in cells:
+        if cell_type == "code":
+            for line in source.splitlines():
+                assigned = _ASSIGNED.match(line) if "#" in line else None
+                comment = _comment(line) if assigned is not None else None
+                if assigned is not None and comment:
+                    for name in assigned.group("names").split(","):
+                        add(name.strip(), comment)
+        elif cell_type == "markdown":
+            for m in _DEFINED.finditer(source):
+                add(m.group("symbol"), m.group("meaning"))
+    return glossary
+
+
+def meaning_of(names: Iterable[str], glossary: dict[str, str]) -> str:
+    """What the notebook says the given variable names are, joined (empty when it says nothing)."""
+    keys: list[str] = []
+    for name in names:
+        keys.append(symbol_key(name))
+        keys.extend(symbol_key(name[: -len(s)]) for s in _SUFFIXES if name.endswith(s) and len(name) > len(s))
+    found = dict.fromkeys(glossary[k] for k in keys if k in glossary)
+    return "; ".join(found)

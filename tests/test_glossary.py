@@ -1,0 +1,64 @@
+"""What a notebook says its variables are (`answer.glossary`), and a value named by a symbol found through it."""
+
+from __future__ import annotations
+
+from copy import copy
+
+from nbrecall.answer.glossary import meaning_of, symbol_glossary, symbol_key
+from nbrecall.answer.question import read_question
+from nbrecall.answer.values import RankedFact, ValueWeights, score
+from nbrecall.notebook.facts import Fact
+from nbrecall.search.retrieve import Hit, NotebookResult, SearchResult
+
+
+def test_a_symbol_has_one_key_however_code_and_latex_write_it() -> None:
+    assert symbol_key("tau_I") == symbol_key("tauI") == symbol_key("\\tau_{I}") == "taui"
+    assert symbol_key("K_u") == symbol_key("Ku") == "ku"
+    assert symbol_key("\\mathrm{Re}") == "re"
+
+
+def test_comments_on_assignments_and_markdown_definitions_explain_symbols() -> None:
+    cells = [
+        ("markdown", "The flow is set by the pump. Here $q_s$ is the suspension inflow, and $V$ = tank volume."),
+        ("code", 'qs = qs_bar  # inlet flow of suspension\nlabel = "# not a comment"\nKp, Ki = 1.0, 0.2  # gains\n'
+                 "x = compute(x)\n# a comment on no assignment\nqa = 5\n"),
+        ("code", "qs = 2  # a later comment: the first explanation wins\n"),
+        ("raw", "$z$ is ignored in raw cells"),
+    ]
+    glossary = symbol_glossary(cells)
+    assert glossary["qs"] == "the suspension inflow"  # the markdown came first in the notebook
+    assert glossary["v"] == "tank volume"
+    assert glossary["kp"] == glossary["ki"] == "gains"
+    assert "label" not in glossary and "x" not in glossary and "qa" not in glossary and "z" not in glossary
+
+
+def test_a_steady_or_initial_value_means_what_its_symbol_means() -> None:
+    glossary = symbol_glossary([("code", "qs = qs_bar  # inlet flow of suspension\n")])
+    assert meaning_of(["qs_bar"], glossary) == "inlet flow of suspension"
+    assert meaning_of(["qs_0", "qs"], glossary) == "inlet flow of suspension"  # said once
+    assert meaning_of(["v10"], glossary) == ""
+
+
+def test_a_code_cell_that_does_not_tokenize_is_read_line_by_line() -> None:
+    cells = [("code", 's = """\nh = 3  # inside a string\n"""\nh = 4  # head in metres\n')]
+    glossary = symbol_glossary(cells)
+    assert glossary["h"] in ("inside a string", "head in metres")  # a line read alone cannot tell; nothing raises
+
+
+def test_a_value_printed_under_a_symbol_is_found_by_what_the_notebook_says_it_is() -> None:
+    # `qs [liters/hr] = 120.0` and `Steady State Composition = 0.5`: the question asks for the suspension flow,
+    # which only the comment on `qs = qs_bar` says; without it, the composition's word ("steady") wins
+    sha = "g" * 40
+    flow = Fact(17, "c17", "120.0", "qs [liters/hr]", "qs [liters/hr] = 120.0", names="qs_bar", number=120.0)
+    comp = Fact(17, "c17", "0.5", "Steady State Composition", "Steady State Composition = 0.5", names="x",
+                number=0.5)
+    glossary = symbol_glossary([("code", "qs = qs_bar  # inlet flow of suspension\n")])
+    cands = [RankedFact(f, "blend.ipynb", sha, None, 0, signals={"similarity": 0.3, "keyword_raw": 1.0},
+                        meaning=meaning_of(f.names.split(), glossary)) for f in (comp, flow)]
+    hit = Hit("blend.ipynb", "share", 17, [17], "c17", "code", 1.0, "", "", nb_sha=sha)
+    found = SearchResult("q", [NotebookResult(sha, "blend.ipynb", "share", 1.0, [hit], cell_scores={17: 1.0})])
+    question = read_question("steady suspension flow into the blending tank")
+    ranked = score(question, [copy(c) for c in cands], found)
+    assert ranked[0].fact.value == "120.0"
+    off = score(question, [copy(c) for c in cands], found, ValueWeights(glossary=0.0))
+    assert off[0].fact.value == "0.5"
