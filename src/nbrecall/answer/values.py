@@ -47,6 +47,8 @@ class ValueWeights:
     Off by default (0.0): keyword, final, kind, unit, position, spread. Each was measured on both development sets
     (bench/README.md, issue 13) and none raised a figure on either; turned off together they raised value@1 on
     both (eval 0.800 → 0.867, eval2 0.614 → 0.636). They stay settable for an archive where they do help.
+    `shown_first` joined them on 3 Dec (session 7): with the glossary it raised no figure on either set, and off it
+    raised eval's all-kinds cell@1 by one question (bench/README.md).
     """
 
     similarity: float = 1.0
@@ -68,7 +70,7 @@ class ValueWeights:
     spread: float = 0.0  # a cell next to one retrieval found gets this share of its score, per cell of distance
     inputs: float = 0.5  # times the share of the question's numbers that the fact's cell sets or passes
     outside: float = 0.8  # multiplies the score of a fact whose notebook retrieval did not rank
-    shown_first: float = 1.0  # 1: a constant the code sets never beats a value its own cell shows (0: off)
+    shown_first: float = 0.0  # 1: a constant the code sets never beats a value its own cell shows (0: off)
     glossary: float = 1.0  # 1: a fact's name includes what its notebook says its variables are (0: off)
 
 
