@@ -69,7 +69,7 @@ def run_set(name: str, index: Path, queries: Path, endpoint: FakeEndpoint, show_
         answer(q.query, archive, settings)
         sent = endpoint.requests[before:]
         message = sent[-1]["messages"][-1]["content"] if sent else ""
-        context = message.split("\n\nContext:\n\n", 1)[-1]
+        context = message.split("\n\nContext:\n\n", 1)[-1].rsplit("\n\nQuestion (again): ", 1)[0]  # the context alone
         sizes.append(count_llm_tokens(context))
         ok = q.answer in context
         held += ok
