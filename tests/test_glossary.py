@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from copy import copy
+from pathlib import Path
 
+from nbformat import v4
+
+from conftest import HashEmbedder, code, result, stream, write_nb
+from nbrecall.answer.answer import answer
 from nbrecall.answer.glossary import meaning_of, symbol_glossary, symbol_key
 from nbrecall.answer.question import read_question
 from nbrecall.answer.values import RankedFact, ValueWeights, score
+from nbrecall.config import Settings
+from nbrecall.index.store import LanceStore
+from nbrecall.ingest.pipeline import run_index
 from nbrecall.notebook.facts import Fact
 from nbrecall.search.retrieve import Hit, NotebookResult, SearchResult
+from nbrecall.service import Archive
 
 
 def test_a_symbol_has_one_key_however_code_and_latex_write_it() -> None:
@@ -62,3 +71,25 @@ def test_a_value_printed_under_a_symbol_is_found_by_what_the_notebook_says_it_is
     assert ranked[0].fact.value == "120.0"
     off = score(question, [copy(c) for c in cands], found, ValueWeights(glossary=0.0))
     assert off[0].fact.value == "0.5"
+
+
+def test_an_answer_says_what_the_notebook_says_its_symbol_is(tmp_path: Path) -> None:
+    # the relay test prints `Ku` alone: the question's words ("ultimate gain") are only in the comment where `Ku`
+    # is set; the answer gives the value, cites its cell and says what the notebook says `Ku` is
+    root = tmp_path / "share"
+    write_nb(root / "lab/relay_tuning.ipynb", [
+        v4.new_markdown_cell("# Relay feedback test on the heater\nAmplitude and period read off the plot."),
+        code("h = 20\na = 1.5\nPu = 140  # period of the oscillation [s]\nKu = 4*h/(a*3.14)  # ultimate gain", 1),
+        code("Ku", 2, [result("16.985138004246284", 2)]),
+        code("Kp = Ku/2\nprint(Kp)", 3, [stream("8.49\n")]),
+    ])
+    settings = Settings(index_dir=tmp_path / "idx")
+    embedder = HashEmbedder()
+    run_index([root], settings, embedder, LanceStore(settings.index_dir / "lance", embedder.dim))
+    archive = Archive(settings, _embedder=embedder)
+    found = answer("what ultimate gain did we get from the relay test", archive, settings)
+    assert found.values and found.values[0].value == "16.985138004246284"
+    assert found.citations[0].cell == 2
+    assert found.values[0].meaning == "ultimate gain"
+    assert found.values[0].as_dict()["meaning"] == "ultimate gain"
+    assert "the notebook says: “ultimate gain”" in found.text.splitlines()[0]

@@ -54,14 +54,19 @@ def no_match(question: str) -> Answer:
 def _found(cand: RankedFact) -> FoundValue:
     f = cand.fact
     citation = Citation(cand.notebook, f.cell, f.cell_id, cand.nb_sha)
-    return FoundValue(f.value, f.label, f.statement(), f.unit, citation, cand.year, f.stale, cand.score)
+    return FoundValue(f.value, f.label, f.statement(), f.unit, citation, cand.year, f.stale, cand.score,
+                      cand.meaning)
 
 
 def _meta(value: FoundValue) -> str:
+    """` (2017, stale outputs)`, then what the notebook says the value's variables are (`glossary`): a symbol
+    (`qs`, `Ku`) is checked by its meaning, which the printout does not show."""
     bits = [str(value.year)] if value.year else []
     if value.stale:
         bits.append("stale outputs")
-    return f" ({', '.join(bits)})" if bits else ""
+    meta = f" ({', '.join(bits)})" if bits else ""
+    said = value.meaning and value.meaning not in value.shown  # a constant's comment is its label already
+    return meta + (f" · the notebook says: “{value.meaning}”" if said else "")
 
 
 def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES) -> list[RankedFact]:

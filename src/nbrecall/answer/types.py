@@ -31,12 +31,13 @@ class FoundValue:
     year: int | None = None
     stale: bool = False
     score: float = 0.0
+    meaning: str = ""  # what the notebook says the variables behind it are ("qs: inlet flow of suspension")
 
     def as_dict(self) -> dict[str, Any]:
         return {"value": self.value, "label": self.label, "shown": self.shown, "unit": self.unit,
                 "notebook": self.citation.notebook, "cell": self.citation.cell, "cell_id": self.citation.cell_id,
                 "nb_sha": self.citation.nb_sha, "year": self.year, "stale": self.stale,
-                "score": round(self.score, 4)}
+                "score": round(self.score, 4), "meaning": self.meaning}
 
 
 @dataclass

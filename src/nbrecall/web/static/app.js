@@ -85,7 +85,9 @@
       valuesEl.hidden = !values || !values.length;
       (values || []).forEach(function (v, i) {
         var tr = document.createElement("tr");
-        var cells = [i === 0 ? "best" : "also found", v.value, v.label, null, v.year ? String(v.year) : ""];
+        // a symbol's label (`Ku`) with what the notebook says it is, when it says
+        var label = v.meaning && v.shown.indexOf(v.meaning) < 0 ? v.label + " — " + v.meaning : v.label;
+        var cells = [i === 0 ? "best" : "also found", v.value, label, null, v.year ? String(v.year) : ""];
         cells.forEach(function (content, j) {
           var td = document.createElement("td");
           if (j === 1) td.className = "value";
