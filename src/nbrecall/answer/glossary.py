@@ -10,6 +10,7 @@ be matched by what the symbol means. Only the grammar of defining a symbol is re
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -45,6 +46,27 @@ def _comment(line: str) -> str | None:
     return None
 
 
+def _is_quantity(code: str) -> bool:
+    """Whether an assignment sets a quantity from numbers and other quantities (`Ku = 4*h/(a*3.14)`, `qs = qs_bar`,
+    `c = np.sqrt(g*h)`): its comment then says what the quantity is. An assignment that loads, builds or selects
+    something (`df = pd.read_csv("wells.csv")`, `model = LinearRegression()`, `por = df["Por"].values`) has a comment
+    that says what the line does ("read the file"), not what the name means."""
+    try:
+        tree = ast.parse(code.strip())
+    except SyntaxError:
+        return False
+    if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.Assign, ast.AnnAssign)) or tree.body[0].value is None:
+        return False
+    for node in ast.walk(tree.body[0].value):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+            return False
+        if isinstance(node, ast.Call) and (node.keywords or not node.args):
+            return False
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp, ast.Dict)):
+            return False
+    return True
+
+
 def symbol_glossary(cells: Iterable[tuple[str, str]]) -> dict[str, str]:
     """`symbol_key(name)` → what the notebook says it is, from (cell type, source) pairs in notebook order; the
     first explanation of a symbol wins (it is where the symbol is introduced)."""
@@ -65,7 +87,7 @@ def symbol_glossary(cells: Iterable[tuple[str, str]]) -> dict[str, str]:
             for line in source.splitlines():
                 assigned = _ASSIGNED.match(line) if "#" in line else None
                 comment = _comment(line) if assigned is not None else None
-                if assigned is not None and comment:
+                if assigned is not None and comment and _is_quantity(line.split("#", 1)[0]):
                     for name in assigned.group("names").split(","):
                         add(name.strip(), comment)
         elif cell_type == "markdown":

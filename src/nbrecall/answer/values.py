@@ -84,7 +84,8 @@ class RankedFact:
     year: int | None
     rank: int | None  # its notebook's position in the search result (None: found by the fact search only)
     source: str = ""  # the source of its cell (first notebooks only): words of the method around the value
-    meaning: str = ""  # what its notebook says the variables behind it are (`glossary`; first notebooks only)
+    meaning: str = ""  # what its notebook says its variable is (`glossary`; first notebooks only)
+    inputs_meaning: str = ""  # … the variables of the expression that printed it are
     signals: dict[str, float] = field(default_factory=dict)
     terms: dict[str, float] = field(default_factory=dict)  # what each weight of `ValueWeights` multiplies
     score: float = 0.0
@@ -184,7 +185,9 @@ def gather(
             notebook = row["notebook"] if row else (nb.notebook if nb else "")
             year = row.get("year") if row else (nb.hits[0].year if nb and nb.hits else None)
             cand = RankedFact(fact, notebook, sha, year, result.notebooks.index(nb) if nb is not None else None,
-                              sources.get(fact.cell, ""), meaning_of(_symbols(fact), glossary))
+                              sources.get(fact.cell, ""))
+            own, read = _symbols(fact)
+            cand.meaning, cand.inputs_meaning = meaning_of(own, glossary), meaning_of(read, glossary)
             if cid in stored and query is not None:
                 cand.signals["similarity"] = float(np.dot(stored[cid][0], query))
             else:
@@ -195,13 +198,15 @@ def gather(
     return cands
 
 
-def _symbols(fact: Fact) -> list[str]:
-    """The variable names behind a fact: those its code line reads, and its label when that is a name."""
+def _symbols(fact: Fact) -> tuple[list[str], list[str]]:
+    """The variable names behind a fact: its own (its label when that is a name, the variable its code line prints
+    when it reads one only) and the others its code line reads (an expression's inputs, none of them the value)."""
     names = fact.names.split()
     label = fact.label.strip().strip("'\"")
-    if label.isidentifier():
-        names.append(label)
-    return names
+    own = [label] if label.isidentifier() else []
+    if len(names) == 1:
+        return own + names, []
+    return own, names
 
 
 def _cell_signal(nb: NotebookResult | None, cell: int, spread: float) -> float:
@@ -286,8 +291,8 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
     w = weights or ValueWeights()
     if not cands:
         return []
-    names = [term_set(f"{c.fact.label} {c.fact.names} {c.fact.unit} {c.meaning if w.glossary else ''}")
-             for c in cands]
+    names = [term_set(f"{c.fact.label} {c.fact.names} {c.fact.unit} "
+                      f"{f'{c.meaning} {c.inputs_meaning}' if w.glossary else ''}") for c in cands]
     places = [term_set(f"{c.fact.heading} {c.fact.sentence} {c.fact.code} {c.source}") for c in cands]
     units = [term_set(c.fact.unit + " " + " ".join(re.findall(r"\[([^\]]{1,20})\]", c.fact.label))) for c in cands]
     # rarity among the candidates' names: what tells values apart
