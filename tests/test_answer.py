@@ -285,6 +285,14 @@ def test_context_lists_the_best_values_first_and_they_are_citable(archive: Archi
     assert all(place in context.citable() for place in cited)
 
 
+def _value_list(values: list, notebook: str, cell: int) -> list[str]:  # type: ignore[type-arg]
+    """The value list's lines of a context for one notebook (sha `s1`) found at `cell`."""
+    cells = [CellRecord("s1", cell, f"c{cell}", "code", 1, "x = 1", "")]
+    found = SearchResult("q", [NotebookResult("s1", notebook, "/r", 1.0, [
+        Hit(notebook, "/r", cell, [cell], f"c{cell}", "code", 1.0, "", "", "s1")], neighbourhood=cells)])
+    return build_context(found, 3000, values=values).text.split("\n\n", 1)[0].splitlines()
+
+
 def test_context_lists_the_values_of_a_cell_on_one_line() -> None:
     # the best value's cell also prints the one asked for: both are listed, the cell cited once
     from nbrecall.answer.context import ContextValue
@@ -292,10 +300,7 @@ def test_context_lists_the_values_of_a_cell_on_one_line() -> None:
     values = [ContextValue("pump_efficiency = 0.707", "pump.ipynb", "s1", 2, "c2", "Cost"),
               ContextValue("Profit = 42.7", "plant.ipynb", "s2", 9, "c9"),
               ContextValue("The cost is 84033.2", "pump.ipynb", "s1", 2, "c2", "Cost")]
-    cells = [CellRecord("s1", 2, "c2", "code", 1, "cost = 1", "")]
-    found = SearchResult("q", [NotebookResult("s1", "pump.ipynb", "/r", 1.0, [
-        Hit("pump.ipynb", "/r", 2, [2], "c2", "code", 1.0, "", "", "s1")], neighbourhood=cells)])
-    listed = build_context(found, 3000, values=values).text.split("\n\n", 1)[0].splitlines()
+    listed = _value_list(values, "pump.ipynb", 2)
     assert listed[1:] == ["## pump.ipynb", "- Cell 2 (Cost): pump_efficiency = 0.707; The cost is 84033.2",
                           "## plant.ipynb", "- Cell 9: Profit = 42.7"]
 
@@ -306,10 +311,7 @@ def test_context_value_list_names_each_notebook_once_and_the_last_section_only()
     values = [ContextValue("a = 1", "long/path/one.ipynb", "s1", 3, "c3", "Title › Method › Results"),
               ContextValue("b = 2", "other.ipynb", "s2", 1, "c1"),
               ContextValue("c = 3", "long/path/one.ipynb", "s1", 7, "c7", "Title › Checks")]
-    cells = [CellRecord("s1", 3, "c3", "code", 1, "a = 1", "")]
-    found = SearchResult("q", [NotebookResult("s1", "long/path/one.ipynb", "/r", 1.0, [
-        Hit("long/path/one.ipynb", "/r", 3, [3], "c3", "code", 1.0, "", "", "s1")], neighbourhood=cells)])
-    listed = build_context(found, 3000, values=values).text.split("\n\n", 1)[0].splitlines()
+    listed = _value_list(values, "long/path/one.ipynb", 3)
     # notebooks in the order of their best value, a notebook's cells under its one path
     assert listed[1:] == ["## long/path/one.ipynb", "- Cell 3 (Results): a = 1", "- Cell 7 (Checks): c = 3",
                           "## other.ipynb", "- Cell 1: b = 2"]
