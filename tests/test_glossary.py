@@ -102,3 +102,20 @@ def test_a_comment_on_a_line_that_loads_builds_or_selects_says_what_the_line_doe
                                          "fit = train(X, y, epochs=5)  # fit the network\n"
                                          "c = np.sqrt(g * h)  # wave celerity\n")])
     assert glossary == {"c": "wave celerity"}
+
+
+def test_an_answer_says_the_meaning_only_where_the_printout_does_not() -> None:
+    # a constant's comment is its printout already (`w1 = 500.0  # stream 1, kg/min`): nothing to add to it
+    from nbrecall.answer.compose import pick_values, value_answer
+
+    sha = "w" * 40
+    given = Fact(3, "c3", "500.0", "w1 (stream 1, kg/min)", "w1 = 500.0  # stream 1, kg/min", origin="input",
+                 number=500.0)
+    cand = RankedFact(given, "mix.ipynb", sha, None, 0, meaning="stream 1, kg/min", score=1.0,
+                      signals={"label": 1.0})
+    hit = Hit("mix.ipynb", "share", 3, [3], "c3", "code", 1.0, "", "", nb_sha=sha)
+    found = SearchResult("q", [NotebookResult(sha, "mix.ipynb", "share", 1.0, [hit], cell_scores={3: 1.0})])
+    answered = value_answer(read_question("what stream 1 flow did we use"), found, None,  # type: ignore[arg-type]
+                            None, ranked=pick_values([cand]))
+    assert answered is not None and answered.values[0].meaning == ""
+    assert "the notebook says" not in answered.text

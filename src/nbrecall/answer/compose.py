@@ -54,8 +54,9 @@ def no_match(question: str) -> Answer:
 def _found(cand: RankedFact) -> FoundValue:
     f = cand.fact
     citation = Citation(cand.notebook, f.cell, f.cell_id, cand.nb_sha)
-    return FoundValue(f.value, f.label, f.statement(), f.unit, citation, cand.year, f.stale, cand.score,
-                      cand.meaning)
+    shown = f.statement()
+    said = cand.meaning if cand.meaning not in shown else ""  # a constant's comment is in its printout already
+    return FoundValue(f.value, f.label, shown, f.unit, citation, cand.year, f.stale, cand.score, said)
 
 
 def _meta(value: FoundValue) -> str:
@@ -65,8 +66,7 @@ def _meta(value: FoundValue) -> str:
     if value.stale:
         bits.append("stale outputs")
     meta = f" ({', '.join(bits)})" if bits else ""
-    said = value.meaning and value.meaning not in value.shown  # a constant's comment is its label already
-    return meta + (f" · the notebook says: “{value.meaning}”" if said else "")
+    return meta + (f" · the notebook says: “{value.meaning}”" if value.meaning else "")
 
 
 def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES) -> list[RankedFact]:

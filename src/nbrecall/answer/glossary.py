@@ -35,15 +35,22 @@ def symbol_key(name: str) -> str:
     return text.lower()
 
 
-def _comment(line: str) -> str | None:
-    """The comment a line of code ends in (None when none: a `#` inside a string is not one)."""
+def _split_comment(line: str) -> tuple[str, str] | None:
+    """(the code before it, the comment) of a line of code that ends in a comment (None when none: a `#` inside a
+    string is not one)."""
     try:
         for tok in tokenize.generate_tokens(io.StringIO(line).readline):
             if tok.type == tokenize.COMMENT:
-                return tok.string.lstrip("#").strip()
+                return line[: tok.start[1]], tok.string.lstrip("#").strip()
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return None  # a line of a longer statement or string: not read
     return None
+
+
+def _keys(name: str) -> list[str]:
+    """The symbol's key, then the keys of its name without a steady or initial suffix (`qs_bar` → `qs`)."""
+    return [symbol_key(name)] + [symbol_key(name[: -len(s)]) for s in _SUFFIXES
+                                 if name.endswith(s) and len(name) > len(s)]
 
 
 def _is_quantity(code: str) -> bool:
@@ -74,22 +81,20 @@ def symbol_glossary(cells: Iterable[tuple[str, str]]) -> dict[str, str]:
 
     def add(symbol: str, meaning: str) -> None:
         meaning = " ".join(meaning.split())[:_MAX_MEANING].strip(" -–,")
-        key = symbol_key(symbol)
-        if not key or not meaning or not re.search(r"[^\W\d_]{3}", meaning):
+        keys = _keys(symbol)
+        if not keys[0] or not meaning or not re.search(r"[^\W\d_]{3}", meaning):
             return
-        glossary.setdefault(key, meaning)
-        for suffix in _SUFFIXES:
-            if symbol.endswith(suffix) and len(symbol) > len(suffix):
-                glossary.setdefault(symbol_key(symbol[: -len(suffix)]), meaning)
+        for key in keys:
+            glossary.setdefault(key, meaning)
 
     for cell_type, source in cells:
         if cell_type == "code":
             for line in source.splitlines():
                 assigned = _ASSIGNED.match(line) if "#" in line else None
-                comment = _comment(line) if assigned is not None else None
-                if assigned is not None and comment and _is_quantity(line.split("#", 1)[0]):
+                split = _split_comment(line) if assigned is not None else None
+                if assigned is not None and split is not None and split[1] and _is_quantity(split[0]):
                     for name in assigned.group("names").split(","):
-                        add(name.strip(), comment)
+                        add(name.strip(), split[1])
         elif cell_type == "markdown":
             for m in _DEFINED.finditer(source):
                 add(m.group("symbol"), m.group("meaning"))
@@ -98,9 +103,5 @@ def symbol_glossary(cells: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 def meaning_of(names: Iterable[str], glossary: dict[str, str]) -> str:
     """What the notebook says the given variable names are, joined (empty when it says nothing)."""
-    keys: list[str] = []
-    for name in names:
-        keys.append(symbol_key(name))
-        keys.extend(symbol_key(name[: -len(s)]) for s in _SUFFIXES if name.endswith(s) and len(name) > len(s))
-    found = dict.fromkeys(glossary[k] for k in keys if k in glossary)
+    found = dict.fromkeys(glossary[k] for name in names for k in _keys(name) if k in glossary)
     return "; ".join(found)

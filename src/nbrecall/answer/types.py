@@ -31,7 +31,7 @@ class FoundValue:
     year: int | None = None
     stale: bool = False
     score: float = 0.0
-    meaning: str = ""  # what the notebook says the variables behind it are ("qs: inlet flow of suspension")
+    meaning: str = ""  # what the notebook says its variable is, when `shown` does not say it ("ultimate gain")
 
     def as_dict(self) -> dict[str, Any]:
         return {"value": self.value, "label": self.label, "shown": self.shown, "unit": self.unit,

@@ -86,7 +86,7 @@
       (values || []).forEach(function (v, i) {
         var tr = document.createElement("tr");
         // a symbol's label (`Ku`) with what the notebook says it is, when it says
-        var label = v.meaning && v.shown.indexOf(v.meaning) < 0 ? v.label + " — " + v.meaning : v.label;
+        var label = v.meaning ? v.label + " — " + v.meaning : v.label;
         var cells = [i === 0 ? "best" : "also found", v.value, label, null, v.year ? String(v.year) : ""];
         cells.forEach(function (content, j) {
           var td = document.createElement("td");
