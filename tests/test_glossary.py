@@ -41,11 +41,15 @@ def test_comments_on_assignments_and_markdown_definitions_explain_symbols() -> N
     assert "label" not in glossary and "x" not in glossary and "qa" not in glossary and "z" not in glossary
 
 
-def test_a_steady_or_initial_value_means_what_its_symbol_means() -> None:
+def test_a_name_the_commented_line_copies_means_what_the_comment_says() -> None:
+    # `qs = qs_bar  # …`: one quantity under two names (the steady value printed, the variable simulated)
     glossary = symbol_glossary([("code", "qs = qs_bar  # inlet flow of suspension\n")])
     assert meaning_of(["qs_bar"], glossary) == "inlet flow of suspension"
-    assert meaning_of(["qs_0", "qs"], glossary) == "inlet flow of suspension"  # said once
+    assert meaning_of(["qs_0", "qs"], glossary) == "inlet flow of suspension"
+    assert meaning_of(["qs", "qs_bar"], glossary) == "inlet flow of suspension"  # said once
     assert meaning_of(["v10"], glossary) == ""
+    # a name is not a variant of another by its spelling: `x_0` is the initial height, not `x`
+    assert meaning_of(["x"], symbol_glossary([("code", "x_0 = 5.0  # initial height\n")])) == ""
 
 
 def test_a_code_cell_that_does_not_tokenize_is_read_line_by_line() -> None:

@@ -16,7 +16,6 @@ import re
 import tokenize
 from collections.abc import Iterable
 
-_ASSIGNED = re.compile(r"^\s*(?P<names>[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*(?::[^=]+)?=(?!=)")
 # "where $K_u$ is the ultimate gain", "$\tau_I$ denotes the integral time", "$q_s$: the suspension flow"
 _DEFINED = re.compile(
     r"\$(?P<symbol>[^$]{1,30})\$\s*(?:is|are|denotes|represents|stands\s+for|=|:)\s+"
@@ -25,7 +24,6 @@ _DEFINED = re.compile(
 )
 _LATEX_NAME = re.compile(r"\\(?:mathrm|text|textrm|mathit|operatorname|bar|hat|tilde|overline)\s*")
 _MAX_MEANING = 120
-_SUFFIXES = ("_bar", "_0", "_init", "_ss")  # `qs_bar`, the steady value of `qs`, means what `qs` means
 
 
 def symbol_key(name: str) -> str:
@@ -47,31 +45,33 @@ def _split_comment(line: str) -> tuple[str, str] | None:
     return None
 
 
-def _keys(name: str) -> list[str]:
-    """The symbol's key, then the keys of its name without a steady or initial suffix (`qs_bar` → `qs`)."""
-    return [symbol_key(name)] + [symbol_key(name[: -len(s)]) for s in _SUFFIXES
-                                 if name.endswith(s) and len(name) > len(s)]
-
-
-def _is_quantity(code: str) -> bool:
-    """Whether an assignment sets a quantity from numbers and other quantities (`Ku = 4*h/(a*3.14)`, `qs = qs_bar`,
-    `c = np.sqrt(g*h)`): its comment then says what the quantity is. An assignment that loads, builds or selects
-    something (`df = pd.read_csv("wells.csv")`, `model = LinearRegression()`, `por = df["Por"].values`) has a comment
-    that says what the line does ("read the file"), not what the name means."""
+def _quantity_names(code: str) -> list[str]:
+    """The names an assignment of a quantity sets (`Ku = 4*h/(a*3.14)`, `Kp, Ki = 1.0, 0.2`, `c = np.sqrt(g*h)`),
+    and the name it copies (`qs = qs_bar`: one quantity under two names, which its comment explains both); none
+    when the line sets no quantity. An assignment that loads, builds or selects something (`df =
+    pd.read_csv("wells.csv")`, `model = LinearRegression()`, `por = df["Por"].values`) has a comment that says what
+    the line does ("read the file"), not what the name means."""
     try:
         tree = ast.parse(code.strip())
     except SyntaxError:
-        return False
-    if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.Assign, ast.AnnAssign)) or tree.body[0].value is None:
-        return False
-    for node in ast.walk(tree.body[0].value):
+        return []
+    statement = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+        return []
+    value = statement.value
+    for node in ast.walk(value):
         if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
-            return False
+            return []
         if isinstance(node, ast.Call) and (node.keywords or not node.args):
-            return False
+            return []
         if isinstance(node, (ast.Lambda, ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp, ast.Dict)):
-            return False
-    return True
+            return []
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    names = [n.id for t in targets for n in ([t] if isinstance(t, ast.Name) else getattr(t, "elts", []))
+             if isinstance(n, ast.Name)]
+    if names and isinstance(value, ast.Name):
+        names.append(value.id)
+    return names
 
 
 def symbol_glossary(cells: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -81,20 +81,17 @@ def symbol_glossary(cells: Iterable[tuple[str, str]]) -> dict[str, str]:
 
     def add(symbol: str, meaning: str) -> None:
         meaning = " ".join(meaning.split())[:_MAX_MEANING].strip(" -–,")
-        keys = _keys(symbol)
-        if not keys[0] or not meaning or not re.search(r"[^\W\d_]{3}", meaning):
-            return
-        for key in keys:
+        key = symbol_key(symbol)
+        if key and meaning and re.search(r"[^\W\d_]{3}", meaning):
             glossary.setdefault(key, meaning)
 
     for cell_type, source in cells:
         if cell_type == "code":
             for line in source.splitlines():
-                assigned = _ASSIGNED.match(line) if "#" in line else None
-                split = _split_comment(line) if assigned is not None else None
-                if assigned is not None and split is not None and split[1] and _is_quantity(split[0]):
-                    for name in assigned.group("names").split(","):
-                        add(name.strip(), split[1])
+                split = _split_comment(line) if "#" in line and "=" in line else None
+                if split is not None and split[1]:
+                    for name in _quantity_names(split[0]):
+                        add(name, split[1])
         elif cell_type == "markdown":
             for m in _DEFINED.finditer(source):
                 add(m.group("symbol"), m.group("meaning"))
@@ -103,5 +100,5 @@ def symbol_glossary(cells: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 def meaning_of(names: Iterable[str], glossary: dict[str, str]) -> str:
     """What the notebook says the given variable names are, joined (empty when it says nothing)."""
-    found = dict.fromkeys(glossary[k] for name in names for k in _keys(name) if k in glossary)
+    found = dict.fromkeys(glossary[k] for k in map(symbol_key, names) if k in glossary)
     return "; ".join(found)
