@@ -382,6 +382,27 @@ def test_a_constant_the_code_sets_does_not_beat_what_its_cell_prints() -> None:
     assert asked[0].fact.label == "pump_efficiency"
 
 
+def test_an_excluded_method_counts_against_the_cell_that_uses_it_not_the_prose_that_names_it() -> None:
+    # "… rather than ISO": the ISO cell's code uses ISO; the markdown above the Hollingshead cell names ISO only to
+    # set it aside ("outside the range of the ISO formula, we turn to …"), which is no evidence against its value
+    from nbrecall.answer.values import RankedFact, score
+    from nbrecall.notebook.facts import Fact
+
+    sha = "o" * 40
+    iso = Fact(4, "c4", "88.0", "Flow rate is", "Flow rate is: 88.0", code='print(f"Flow rate is: {Q}")',
+               number=88.0)
+    laminar = Fact(6, "c6", "77.2", "Flow rate is", "Flow rate is: 77.2", code='print(f"Flow rate is: {Q}")',
+                   sentence="Outside the range of the ISO formula, we turn to the Hollingshead data.", number=77.2)
+    sources = {4: 'm = solve(D, meter_type="ISO 5167 orifice")', 6: 'm = solve(D, meter_type="Hollingshead orifice")'}
+    cands = [RankedFact(f, "orifice.ipynb", sha, None, 0, sources[f.cell],
+                        signals={"similarity": 0.5, "keyword_raw": 1.0}) for f in (iso, laminar)]
+    hits = [Hit("orifice.ipynb", "share", c, [c], f"c{c}", "code", 1.0, "", "", nb_sha=sha) for c in (4, 6)]
+    found = SearchResult("q", [NotebookResult(sha, "orifice.ipynb", "share", 1.0, hits, cell_scores={4: 1.0, 6: 1.0})])
+    ranked = score(read_question("orifice flow rate in laminar flow rather than ISO"), cands, found)
+    assert [c.fact.value for c in ranked] == ["77.2", "88.0"]
+    assert ranked[0].terms["excluded"] == 0.0 and ranked[1].terms["excluded"] == -1.0
+
+
 def test_a_value_score_is_its_weights_times_the_terms_it_records() -> None:
     # `RankedFact.terms` is what each `ValueWeights` field multiplies (bench/answer_fit.py fits on it): doubling
     # one weight moves a score by exactly that term, and the outside penalty scales the sum

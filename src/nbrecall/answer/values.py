@@ -241,13 +241,15 @@ def _inputs_found(question: Question, source: str) -> float:
 
 def _exclusions(question: Question, cands: list[RankedFact]) -> list[float]:
     """For each candidate, the share of the question's excluded terms ("rather than ISO", "not the lognormal
-    fit") its name or place holds: evidence against it."""
+    fit") its name or its own cell's code holds: evidence against it. The prose around it does not count: it
+    names the alternative it sets the cell against as often as the method it uses ("outside the range of the ISO
+    formula, we turn to …")."""
     if not question.excluded:
         return [0.0] * len(cands)
     out = []
     for cand in cands:
         f = cand.fact
-        vocabulary = term_set(f"{f.label} {f.names} {f.heading} {f.sentence} {f.code}")
+        vocabulary = term_set(f"{f.label} {f.names} {f.code} {cand.source}")
         out.append(sum(1 for t in question.excluded if match(t, vocabulary) >= 0.7) / len(question.excluded))
     return out
 
