@@ -191,6 +191,30 @@ def test_general_question_cites_the_cell_and_lists_the_values_under_it(archive: 
     assert all(f"{v.shown} — {v.citation.label()}" in found.text for v in found.values)
 
 
+def test_a_value_that_scores_too_low_is_offered_under_the_closest_cell(archive: Archive) -> None:
+    # the same candidates, once as scored and once with every score under half of what the signals can give: the
+    # second time the value is not the answer; the closest cell is, with a notice and the values listed under it
+    from nbrecall.answer.compose import extractive_answer
+    from nbrecall.answer.values import ValueWeights, rank_values
+
+    question = "what total ballast volume did we use aft"
+    result = archive.search(question)
+    ranked = rank_values(read_question(question), result, archive)
+    assert ranked[0].score >= ValueWeights().min_share * ValueWeights().ceiling()
+    given = extractive_answer(question, result, archive, ranked=[copy(c) for c in ranked])
+    assert given.text.startswith(given.values[0].shown) and not given.notice
+    low = [copy(c) for c in ranked]
+    for c in low:
+        c.score = c.score * (ValueWeights().min_share * ValueWeights().ceiling() - 1e-3) / ranked[0].score
+    offered = extractive_answer(question, result, archive, ranked=low)
+    assert offered.text.startswith(f"In {BALLAST}"), offered.text
+    assert offered.notice and "score low" in offered.notice
+    assert "Printed values that may answer it:" in offered.text
+    assert offered.values[0].shown == given.values[0].shown
+    off = extractive_answer(question, result, archive, weights=ValueWeights(min_share=0.0), ranked=low)
+    assert off.text.startswith(given.values[0].shown)  # the ablation's "no min_share": the value is given
+
+
 def test_with_values_leaves_a_place_alone_without_values() -> None:
     place = Answer("q", "In a.ipynb, Cell 1 [a.ipynb › Cell 1]", [Citation("a.ipynb", 1, "c1")], kind="general")
     assert with_values(place, None) is place

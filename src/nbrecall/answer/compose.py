@@ -12,8 +12,10 @@ listed under it (`with_values`). Measured on both development
 sets (`bench/answer_ablation.py`, bench/README.md): retrieval's first cell is the right one to cite for "where",
 error, column and figure questions more often than any cell chosen afterwards by word overlap.
 
-Honesty: a value whose name shares no word with what is asked is given with a notice to check it; when no
-candidate shares anything with the question, no value is given and the closest cell is pointed at.
+Honesty: a value whose name shares no word with what is asked is given with a notice to check it; a best value
+that scores under half of what the signals can give (`ValueWeights.min_share`) is offered under the closest cell,
+not given as the answer; when no candidate shares anything with the question, no value is given and the closest
+cell is pointed at.
 """
 
 from __future__ import annotations
@@ -184,6 +186,11 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
         return place_answer(q, result, archive, f"no notebook found mentions “{' '.join(q.subject)}” and no "
                             "printed value is close in meaning: no value is given; the closest cell is shown")
     value = value_answer(q, result, archive, filters, weights, ranked)
+    w = weights or ValueWeights()
+    if value is not None and ranked and ranked[0].score < w.min_share * w.ceiling():
+        notice = ("the values found score low for this question: the closest cell is shown first, the values "
+                  "that score best under it" if q.kind == "value" else None)
+        return with_values(place_answer(q, result, archive, notice), value)
     if q.kind == "value":
         return value if value is not None else place_answer(
             q, result, archive, "no printed value answers this question closely enough; the closest cell is shown")
