@@ -200,12 +200,13 @@ def test_a_value_that_scores_too_low_is_offered_under_the_closest_cell(archive: 
     question = "what total ballast volume did we use aft"
     result = archive.search(question)
     ranked = rank_values(read_question(question), result, archive)
-    assert ranked[0].score >= ValueWeights().min_share * ValueWeights().ceiling()
+    floor = ValueWeights().min_share * ValueWeights().ceiling()
+    assert ranked[0].score >= floor
     given = extractive_answer(question, result, archive, ranked=[copy(c) for c in ranked])
     assert given.text.startswith(given.values[0].shown) and not given.notice
     low = [copy(c) for c in ranked]
     for c in low:
-        c.score = c.score * (ValueWeights().min_share * ValueWeights().ceiling() - 1e-3) / ranked[0].score
+        c.score = c.score * (floor - 1e-3) / ranked[0].score
     offered = extractive_answer(question, result, archive, ranked=low)
     assert offered.text.startswith(f"In {BALLAST}"), offered.text
     assert offered.notice and "score low" in offered.notice

@@ -78,7 +78,6 @@ class ValueWeights:
     # and a value question) and changes none on eval2; from 52% eval2 loses (bench/README.md, session 8).
     min_share: float = 0.5
 
-
     def ceiling(self) -> float:
         """The score of a value with every signal that each candidate gets at its best (1): what a score is
         measured against when it is judged too low to answer (`min_share`)."""
@@ -253,9 +252,9 @@ def _inputs_found(question: Question, source: str) -> float:
 
 def _exclusions(question: Question, cands: list[RankedFact]) -> list[float]:
     """For each candidate, the share of the question's excluded terms ("rather than ISO", "not the lognormal
-    fit") its name or its own cell's code holds: evidence against it. The prose around it does not count: it
-    names the alternative it sets the cell against as often as the method it uses ("outside the range of the ISO
-    formula, we turn to …")."""
+    fit") its name or its own cell's code holds (the code line alone outside the first notebooks, whose sources
+    are not read): evidence against it. The prose around it does not count: it names the alternative it sets the
+    cell against as often as the method it uses ("outside the range of the ISO formula, we turn to …")."""
     if not question.excluded:
         return [0.0] * len(cands)
     out = []
