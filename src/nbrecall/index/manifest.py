@@ -8,6 +8,7 @@ Cells are kept here too, so neighbourhoods and the viewer read exactly what was 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -59,6 +60,14 @@ CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NU
 # before the count was kept gets it, counted once, at its first writable open.
 PENDING = "pending_vectors"
 
+# The embedding queue holds every chunk's text until its vector is stored: on `../shared/corpus` it filled 36 MB of
+# pages that stayed free when it drained, half the manifest's file (bench/README.md). A new manifest gives free
+# pages back at the end of each run (`auto_vacuum` INCREMENTAL, set before its first table); an older one is
+# rewritten once (VACUUM) at the end of a run that leaves over `RECLAIM_SHARE` of its pages free.
+RECLAIM_SHARE = 0.25
+
+log = logging.getLogger("nbrecall.index")
+
 
 class SqliteManifest:
     """Thin data access over the manifest database; one connection, WAL mode so readers never block.
@@ -74,6 +83,7 @@ class SqliteManifest:
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self.db = sqlite3.connect(path, check_same_thread=False)
+                self.db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect on a new file only
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.executescript(SCHEMA)
                 with self.db:
@@ -347,6 +357,28 @@ class SqliteManifest:
                 "UPDATE runs SET finished_at = ?, summary = ? WHERE rowid = ?",
                 (time.time(), json.dumps(summary), run_id),
             )
+        self.reclaim()
+
+    def reclaim(self) -> int:
+        """Give the file's free pages back to the file system (see `RECLAIM_SHARE`); the pages freed. A reader
+        still open keeps the file at its size until the next checkpoint; a failure (busy, disk full) is logged and
+        the index is left as it was."""
+        free, total = (int(self.db.execute(f"PRAGMA {name}").fetchone()[0]) for name in ("freelist_count",
+                                                                                          "page_count"))
+        if not free:
+            return 0
+        incremental = int(self.db.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2
+        if not incremental and free < RECLAIM_SHARE * total:
+            return 0
+        try:  # executescript steps the pragma to its end (execute() frees one page per step)
+            self.db.executescript("PRAGMA incremental_vacuum;" if incremental
+                                  else "PRAGMA auto_vacuum=INCREMENTAL; VACUUM;")
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.OperationalError as exc:
+            log.warning("%s: could not give %d free pages back (%s); the manifest is unchanged", self.path, free,
+                        exc)
+            return 0
+        return free
 
     def last_run(self) -> dict[str, Any]:
         """The summary of the last run that finished, or {}."""
