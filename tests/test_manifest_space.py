@@ -1,11 +1,15 @@
-"""The manifest gives back the pages its embedding queue used once the queue has drained (`SqliteManifest.reclaim`)."""
+"""The manifest's size: the pages its embedding queue used are given back once the queue has drained
+(`SqliteManifest.reclaim`), and the facts of one cell store its place once (`fact_rows`)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from dataclasses import asdict
 from pathlib import Path
 
-from nbrecall.index.manifest import SqliteManifest
+from nbrecall.index.manifest import SqliteManifest, fact_rows, facts_from_rows
+from nbrecall.notebook.facts import Fact
 from nbrecall.records import ContentRecord, PendingVector
 
 
@@ -72,4 +76,39 @@ def test_an_older_manifest_with_few_free_pages_is_left_alone(tmp_path: Path) -> 
     assert 0 < free < 0.25 * total
     assert manifest.reclaim() == 0
     assert _pages(path)[0] == free
+    manifest.close()
+
+
+def _facts() -> list[Fact]:
+    """Three facts of one cell (one heading and sentence) and one of the next cell, out of `seq` order."""
+    heading, sentence = "Ballast › Totals", "The tanks are filled before departure, aft first."
+    return [
+        Fact(9, "c9", "3803.0", "total_ballast", "total_ballast = 3803.0", unit="m3", heading=heading,
+             sentence=sentence, seq=12, number=3803.0),
+        Fact(8, "c8", "1284.6", "Total ballast aft", "Total ballast aft: 1284.6 m3", unit="m3", heading=heading,
+             sentence=sentence, seq=10, number=1284.6, position=0),
+        Fact(8, "c8", "2518.4", "Total ballast fore", "Total ballast fore: 2518.4 m3", unit="m3",
+             heading=heading, sentence=sentence, seq=11, number=2518.4, position=1, final=False, stale=True),
+        Fact(8, "c8", "7", "tanks", "7 tanks", heading=heading, sentence="", seq=13, origin="table"),
+    ]
+
+
+def test_facts_of_one_cell_store_its_place_once_and_read_back_whole(tmp_path: Path) -> None:
+    facts = _facts()
+    rows = [data for _, data in fact_rows(facts)]
+    assert [r["seq"] for r in rows] == [10, 11, 12, 13]
+    assert "heading" in rows[0] and "sentence" in rows[0]
+    assert rows[1].get("same_cell") and "heading" not in rows[1] and "cell_id" not in rows[1]
+    assert "same_cell" not in rows[2]  # another cell: its own place
+    assert "same_cell" not in rows[3]  # the cell before it differs (cell 9), and its sentence differs too
+    assert "origin" not in rows[0] and "final" not in rows[0] and "stale" not in rows[0]  # at their defaults
+    assert facts_from_rows(rows) == sorted(facts, key=lambda f: f.seq)
+    old = json.dumps({k: v for k, v in asdict(facts[0]).items() if v not in ("", None)})
+    assert len(json.dumps(rows[1])) < 0.6 * len(json.dumps(asdict(facts[2])))
+    assert facts_from_rows([json.loads(old)]) == [facts[0]]  # a row written before reads as it did
+
+    manifest = SqliteManifest(tmp_path / "manifest.sqlite")
+    with manifest.transaction():
+        manifest.save_contents([ContentRecord("c" * 64, "indexed", "", "/r", "nb.ipynb", facts=facts)], [])
+    assert manifest.facts("c" * 64) == sorted(facts, key=lambda f: f.seq)
     manifest.close()

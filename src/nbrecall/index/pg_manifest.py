@@ -22,7 +22,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from nbrecall.index.manifest import fact_from_json, fact_json, render_summary
+from nbrecall.index.manifest import fact_rows, facts_from_rows, render_summary
 from nbrecall.index.pg_db import PgDatabase, clean_json, clean_text
 from nbrecall.index.pg_schema import MANIFEST_MIGRATIONS
 from nbrecall.index.pg_sql import upsert_sql
@@ -126,8 +126,7 @@ class PgManifest:
 
     def facts(self, sha: str) -> list[Fact]:
         """The value facts of a content, in cell order."""
-        return [fact_from_json(json.dumps(r[0])) for r in self._all(
-            "SELECT data FROM facts WHERE sha256 = %s ORDER BY seq", (sha,))]
+        return facts_from_rows(r[0] for r in self._all("SELECT data FROM facts WHERE sha256 = %s ORDER BY seq", (sha,)))
 
     def find_by_path(self, rel: str) -> str | None:
         rows = self._all("SELECT sha256 FROM files WHERE rel = %s ORDER BY root COLLATE \"C\" LIMIT 1", (rel,))
@@ -165,8 +164,8 @@ class PgManifest:
             cur.executemany(
                 _SAVE_FACT,
                 [
-                    (r.sha256, f.seq, f.cell, Jsonb(clean_json(json.loads(fact_json(f)))))
-                    for r in sorted(records, key=lambda r: r.sha256) for f in r.facts
+                    (r.sha256, f.seq, f.cell, Jsonb(clean_json(data)))
+                    for r in sorted(records, key=lambda r: r.sha256) for f, data in fact_rows(r.facts)
                 ],
             )
 
