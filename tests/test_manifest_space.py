@@ -1,5 +1,5 @@
 """The manifest's size: the pages its embedding queue used are given back once the queue has drained
-(`SqliteManifest.reclaim`), and the facts of one cell store its place once (`fact_rows`)."""
+(`SqliteManifest.reclaim`), and a fact stores only what differs from the fact before it (`fact_rows`)."""
 
 from __future__ import annotations
 
@@ -93,18 +93,19 @@ def _facts() -> list[Fact]:
     ]
 
 
-def test_facts_of_one_cell_store_its_place_once_and_read_back_whole(tmp_path: Path) -> None:
+def test_a_fact_stores_only_what_differs_from_the_fact_before_it_and_reads_back_whole(tmp_path: Path) -> None:
     facts = _facts()
     rows = [data for _, data in fact_rows(facts)]
     assert [r["seq"] for r in rows] == [10, 11, 12, 13]
-    assert "heading" in rows[0] and "sentence" in rows[0]
-    assert rows[1].get("same_cell") and "heading" not in rows[1] and "cell_id" not in rows[1]
-    assert "same_cell" not in rows[2]  # another cell: its own place
-    assert "same_cell" not in rows[3]  # the cell before it differs (cell 9), and its sentence differs too
-    assert "origin" not in rows[0] and "final" not in rows[0] and "stale" not in rows[0]  # at their defaults
+    assert "heading" in rows[0] and "sentence" in rows[0] and "as_before" not in rows[0]
+    assert rows[0].keys().isdisjoint({"origin", "final", "stale", "position"})  # at their defaults
+    assert rows[1]["as_before"] and rows[1].keys().isdisjoint({"heading", "sentence", "cell_id", "cell", "unit"})
+    assert rows[1]["final"] is False and rows[1]["stale"] is True
+    assert rows[2]["cell"] == 9 and rows[2]["cell_id"] == "c9" and "heading" not in rows[2]
+    assert rows[3]["sentence"] == "" and rows[3]["unit"] == "" and rows[3]["origin"] == "table"  # differs: kept
     assert facts_from_rows(rows) == sorted(facts, key=lambda f: f.seq)
-    old = json.dumps({k: v for k, v in asdict(facts[0]).items() if v not in ("", None)})
     assert len(json.dumps(rows[1])) < 0.6 * len(json.dumps(asdict(facts[2])))
+    old = json.dumps({k: v for k, v in asdict(facts[0]).items() if v not in ("", None)})
     assert facts_from_rows([json.loads(old)]) == [facts[0]]  # a row written before reads as it did
 
     manifest = SqliteManifest(tmp_path / "manifest.sqlite")

@@ -50,7 +50,7 @@ CREATE INDEX IF NOT EXISTS contents_render ON contents (status, json_extract(met
     json_extract(meta, '$.render_reason'));
 CREATE TABLE IF NOT EXISTS facts (
     sha256 TEXT NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL,
-    PRIMARY KEY (sha256, seq));
+    PRIMARY KEY (sha256, seq)) WITHOUT ROWID;  -- its key is its only index (a separate one was 2.5 MB at 28k facts)
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
@@ -411,24 +411,29 @@ class SqliteManifest:
         }
 
 
-# The facts of one cell share its id, its heading and the sentence above it: stored with the cell's first fact only,
-# they took 35% of the facts' JSON on ../shared/corpus, and the facts 16.8 MB of a 39.5 MB manifest (bench/README.md)
-_CELL_FIELDS = ("cell_id", "heading", "sentence")
+# A fact's place (its cell, the heading and the sentence above it, the code line and the names it reads) is mostly
+# the place of the fact before it: repeated in every row, it took over half the facts' JSON on ../shared/corpus, and
+# the facts 16.8 MB of a 39.5 MB manifest (bench/README.md)
+_CARRIED = ("cell", "cell_id", "heading", "sentence", "code", "names", "origin", "unit")
 
 
 def fact_rows(facts: Iterable[Fact]) -> list[tuple[Fact, dict[str, Any]]]:
     """Each fact, in `seq` order (the order `facts_from_rows` reads them back in), with its data as stored (shared
-    with `PgManifest`): the fields not at their default; `same_cell` instead of `_CELL_FIELDS` when the fact before
-    it has the same ones (the same cell)."""
+    with `PgManifest`). The notebook's first fact stores its fields not at their default; each one after it is
+    marked `as_before` and stores, of the `_CARRIED` fields, only those that differ from the fact before it."""
     out: list[tuple[Fact, dict[str, Any]]] = []
     before: Fact | None = None
     for fact in sorted(facts, key=lambda f: f.seq):
-        data = {f.name: getattr(fact, f.name) for f in fields(fact)
-                if f.default is MISSING or getattr(fact, f.name) != f.default}
-        if before is not None and all(getattr(before, k) == getattr(fact, k) for k in ("cell", *_CELL_FIELDS)):
-            for key in _CELL_FIELDS:
-                data.pop(key, None)
-            data["same_cell"] = True
+        data: dict[str, Any] = {}
+        for field in fields(fact):
+            value = getattr(fact, field.name)
+            if before is not None and field.name in _CARRIED:
+                if value != getattr(before, field.name):
+                    data[field.name] = value
+            elif field.default is MISSING or value != field.default:
+                data[field.name] = value
+        if before is not None:
+            data["as_before"] = True
         out.append((fact, data))
         before = fact
     return out
@@ -441,8 +446,9 @@ def facts_from_rows(rows: Iterable[dict[str, Any]]) -> list[Fact]:
     out: list[Fact] = []
     for data in rows:
         known = {k: v for k, v in data.items() if k in Fact.__dataclass_fields__}
-        if data.get("same_cell") and out:
-            known.update((key, getattr(out[-1], key)) for key in _CELL_FIELDS)
+        if data.get("as_before") and out:
+            for key in _CARRIED:
+                known.setdefault(key, getattr(out[-1], key))
         for required in ("cell", "cell_id", "value", "label", "shown"):  # empty ones were left out before
             known.setdefault(required, 0 if required == "cell" else "")
         out.append(Fact(**known))
