@@ -458,3 +458,25 @@ def test_a_value_score_is_its_weights_times_the_terms_it_records() -> None:
         outside = weights.outside if before.rank is None else 1.0
         assert abs(after.score - before.score - weights.label * before.terms["label"] * outside) < 1e-9
     assert any(c.terms["label"] > 0 for c in base) and any(c.terms["input"] == -1.0 for c in base)
+
+
+def test_a_question_that_names_the_unit_of_the_best_value_asks_for_that_value() -> None:
+    # no interrogative, and the best value's name covers little of the question and is not in retrieval's first
+    # chunk: the place comes first, unless the question names the unit printed with the value ("… in standard
+    # cubic feet per hour" for `Q_std: 922210.2 foot ** 3 / hour`)
+    from nbrecall.answer.compose import _found, _value_fits
+    from nbrecall.answer.values import RankedFact, ValueWeights
+    from nbrecall.notebook.facts import Fact
+
+    fact = Fact(3, "c3", "922210.2", "Q_std", "Q_std: 922210.2 foot ** 3 / hour", unit="foot ** 3 / hour")
+    cand = RankedFact(fact, "gas.ipynb", "s" * 64, None, 0, signals={"subject": 0.2, "label": 0.3})
+    hit = Hit("gas.ipynb", "/r", 1, [1], "c1", "text", 1.0, "", "", nb_sha="s" * 64)
+    found = SearchResult("q", [NotebookResult("s" * 64, "gas.ipynb", "/r", 1.0, [hit])])
+    question = read_question("converged flow of the vented gas in standard cubic feet per hour")
+    value = Answer(question.text, "", [], values=[_found(cand)], kind=question.kind)
+    assert question.kind != "value"  # no interrogative: the evidence decides
+    cand.terms = {"unit": 0.0}
+    assert not _value_fits(question, found, value, [cand])
+    cand.terms = {"unit": 1.0}
+    assert _value_fits(question, found, value, [cand])
+    assert not _value_fits(question, found, value, [cand], ValueWeights(named_unit=0.0))  # the ablation's "off"

@@ -7,8 +7,8 @@ retrieval found; a term answer is the defining sentence of a markdown cell.
 Which of these a question gets: its grammar says so when it has an interrogative (`question.py`); a question
 without one ("final RMSE of the tuned model", "bootstrap test for a difference in means") gets a value only when
 the evidence points at one: the value sits in the cell retrieval found first, or its name holds what the question
-asks about (its first noun phrase) or much of the question; else retrieval's cell, with the best printed values
-listed under it (`with_values`). Measured on both development
+asks about (its first noun phrase) or much of the question, or the question names the unit printed with it;
+else retrieval's cell, with the best printed values listed under it (`with_values`). Measured on both development
 sets (`bench/answer_ablation.py`, bench/README.md): retrieval's first cell is the right one to cite for "where",
 error, column and figure questions more often than any cell chosen afterwards by word overlap.
 
@@ -129,15 +129,19 @@ def value_answer(question: Question, result: SearchResult, archive: Archive, fil
 
 
 def _value_fits(question: Question, result: SearchResult, answer: Answer | None,
-                ranked: list[RankedFact] | None) -> bool:
-    """For a question without an interrogative: does the evidence point at a value rather than at a place?"""
+                ranked: list[RankedFact] | None, weights: ValueWeights | None = None) -> bool:
+    """For a question without an interrogative: does the evidence point at a value rather than at a place? It
+    does when the value sits in retrieval's first chunk, when its name covers enough of the question or of its
+    subject, or when the question names the unit printed with it ("… in standard cubic feet per hour" for `Q_std:
+    922210.2 foot ** 3 / hour`; `ValueWeights.named_unit`): a unit is asked of a quantity, not of a place."""
     if answer is None or not answer.values or not ranked:
         return False
     best = next(c for c in ranked if (c.nb_sha, c.fact.cell) == (answer.values[0].citation.nb_sha,
                                                                    answer.values[0].citation.cell))
     s = best.signals
+    named_unit = bool((weights or ValueWeights()).named_unit) and best.terms.get("unit", 0.0) > 0
     return (_in_first_hit(result, best) or s.get("subject", 0.0) >= VALUE_EVIDENCE
-            or s.get("label", 0.0) >= VALUE_EVIDENCE)
+            or s.get("label", 0.0) >= VALUE_EVIDENCE or named_unit)
 
 
 def found_terms(question: Question, result: SearchResult, archive: Archive, top: int = 3) -> set[str]:
@@ -194,7 +198,7 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     if q.kind == "value":
         return value if value is not None else place_answer(
             q, result, archive, "no printed value answers this question closely enough; the closest cell is shown")
-    if value is not None and _value_fits(q, result, value, ranked):
+    if value is not None and _value_fits(q, result, value, ranked, weights):
         return value
     return with_values(place_answer(q, result, archive), value)
 

@@ -77,6 +77,10 @@ class ValueWeights:
     # of those 8 are wrong; every share from 47% to 51% makes three eval first citations right (an error, a column
     # and a value question) and changes none on eval2; from 52% eval2 loses (bench/README.md, session 8).
     min_share: float = 0.5
+    # 1: a question without an interrogative that names the unit printed with the best value is answered with that
+    # value, not with the closest cell (`compose._value_fits`; 0: off). On eval2 two first citations become the
+    # value's cell (v004, v007); eval and every other question are unchanged (bench/README.md, session 10).
+    named_unit: float = 1.0
 
     def ceiling(self) -> float:
         """The score of a value with every signal that each candidate gets at its best (1): what a score is
