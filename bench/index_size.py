@@ -15,9 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-
-def folder_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+from index_corpus import folder_size
 
 
 def lance_compacted(index: Path) -> int:
@@ -30,22 +28,22 @@ def lance_compacted(index: Path) -> int:
         db = lancedb.connect(copy)
         for name in db.list_tables().tables:
             db.open_table(name).optimize(cleanup_older_than=dt.timedelta(0))
-        return folder_bytes(copy)
+        return folder_size(copy)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("indexes", nargs="+", type=Path, help="index folders; the first is the baseline")
     args = parser.parse_args()
-    base = None
+    base = 0
     print("| index | lance compacted | manifest | both | growth |")
     print("|---|---:|---:|---:|---:|")
     for index in args.indexes:
         lance = lance_compacted(index)
         manifest = (index / "manifest.sqlite").stat().st_size
         both = lance + manifest
+        growth = f"{100 * (both / base - 1):+.1f}%" if base else "—"
         base = base or both
-        growth = f"{100 * (both / base - 1):+.1f}%" if index != args.indexes[0] else "—"
         print(f"| {index} | {lance / 1e6:.1f} MB | {manifest / 1e6:.1f} MB | {both / 1e6:.1f} MB | {growth} |")
 
 

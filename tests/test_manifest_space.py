@@ -47,12 +47,17 @@ def test_a_drained_queue_leaves_no_free_pages_after_the_run(tmp_path: Path) -> N
     manifest.close()
 
 
-def test_an_older_manifest_is_rewritten_once_when_most_of_it_is_free(tmp_path: Path) -> None:
-    path = tmp_path / "manifest.sqlite"
-    db = sqlite3.connect(path)  # a manifest made before auto_vacuum was set: the mode can change only by VACUUM
+def _older_manifest(path: Path) -> SqliteManifest:
+    """A manifest whose file was made before auto_vacuum was set: its mode can change only by VACUUM."""
+    db = sqlite3.connect(path)
     db.execute("PRAGMA journal_mode=WAL")
     db.close()
-    manifest = SqliteManifest(path)
+    return SqliteManifest(path)
+
+
+def test_an_older_manifest_is_rewritten_once_when_most_of_it_is_free(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.sqlite"
+    manifest = _older_manifest(path)
     assert manifest.db.execute("PRAGMA auto_vacuum").fetchone()[0] == 0
     _fill_and_drain(manifest)
     assert manifest.reclaim() > 0
@@ -64,10 +69,7 @@ def test_an_older_manifest_is_rewritten_once_when_most_of_it_is_free(tmp_path: P
 
 def test_an_older_manifest_with_few_free_pages_is_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "manifest.sqlite"
-    db = sqlite3.connect(path)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.close()
-    manifest = SqliteManifest(path)
+    manifest = _older_manifest(path)
     with manifest.transaction():
         manifest.save_contents([ContentRecord("b" * 64, "indexed", "", "/r", "big.ipynb", n_chunks=1,
                                               meta={"note": "x" * 400_000})], [])
@@ -80,7 +82,8 @@ def test_an_older_manifest_with_few_free_pages_is_left_alone(tmp_path: Path) -> 
 
 
 def _facts() -> list[Fact]:
-    """Three facts of one cell (one heading and sentence) and one of the next cell, out of `seq` order."""
+    """Facts of cells 8 and 9 under one heading, out of `seq` order: two of cell 8 with one sentence, then one of
+    cell 9, then one more of cell 8 without the sentence."""
     heading, sentence = "Ballast › Totals", "The tanks are filled before departure, aft first."
     return [
         Fact(9, "c9", "3803.0", "total_ballast", "total_ballast = 3803.0", unit="m3", heading=heading,

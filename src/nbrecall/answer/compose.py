@@ -198,7 +198,7 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     if q.kind == "value":
         return value if value is not None else place_answer(
             q, result, archive, "no printed value answers this question closely enough; the closest cell is shown")
-    if value is not None and _value_fits(q, result, value, ranked, weights):
+    if value is not None and _value_fits(q, result, value, ranked, w):
         return value
     return with_values(place_answer(q, result, archive), value)
 
