@@ -61,6 +61,13 @@ def test_fact_hits_take_no_part() -> None:
     assert cited_hit(_notebook([_hit(11, "fact", 2.0), *INTRO_FIRST], RUN_SCORES), 0.5).cell == 11
 
 
+def test_another_versions_cells_take_no_part() -> None:
+    # a cell of another version of the notebook, listed under it, is numbered in that notebook, not in this one
+    other = Hit("bode_plot_v2.ipynb", "/r", 11, [11], "v11", "figure", 0.95, "", "", nb_sha="c" * 40,
+                version_of=PATH)
+    assert cited_hit(_notebook([_hit(1, "text", 1.00), other], RUN_SCORES), 0.5).cell == 1
+
+
 def _archive(cells: list[CellRecord]) -> Any:
     return SimpleNamespace(manifest=SimpleNamespace(cells=lambda sha: cells))
 

@@ -64,7 +64,8 @@ def cited_hit(nb: NotebookResult, region: float) -> Hit:
     the notebook, and standing alone it often outscores the cell that does the work; the work sits inside a run
     of cells retrieval also found (the markdown that explains it, the code, its printout). The neighbours' scores
     are retrieval's own, so the rule reads structure and scores, not wording. A first hit that holds code or
-    outputs is the work already, and stays; fact hits (scored on their own table's BM25 scale) take no part.
+    outputs is the work already, and stays; fact hits (scored on their own table's BM25 scale) and the cells of
+    another version listed under the notebook take no part.
     Measured on both development sets (bench/README.md, issue 13, session 11): every `region` from 0.2 to 1.0
     moves the same three eval2 citations to a right cell and none of eval's away from one."""
     first = nb.hits[0]
@@ -73,10 +74,12 @@ def cited_hit(nb: NotebookResult, region: float) -> Hit:
     scores = nb.cell_scores
 
     def supported(hit: Hit) -> float:
-        low, high = min(hit.cells), max(hit.cells)
+        low, high = min(hit.cells, default=hit.cell), max(hit.cells, default=hit.cell)
         return hit.score + region * (scores.get(low - 1, 0.0) + scores.get(high + 1, 0.0)) / 2
 
-    best = max((h for h in nb.hits if h.kind != "fact"), key=supported)
+    # the notebook's own content hits: not facts, nor another version's cells listed under it (`version_of`)
+    own = [h for h in nb.hits if h.kind != "fact" and h.version_of is None and h.nb_sha in ("", nb.nb_sha)]
+    best = max(own, key=supported, default=first)
     return best if best.kind != PROSE_KIND and supported(best) > supported(first) else first
 
 
