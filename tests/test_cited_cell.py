@@ -83,4 +83,4 @@ def test_a_where_answer_cites_the_worked_cell_and_the_markdown_above_it() -> Non
     answer = where_answer(question, found, _archive(cells), region=0.5)
     assert [c.cell for c in answer.citations[:2]] == [11, 10]
     assert "Cell 11: `plot_bode(H)`" in answer.text
-    assert where_answer(question, found, _archive(cells)).citations[0].cell == 1  # region off by default here
+    assert where_answer(question, found, _archive(cells), 0.0).citations[0].cell == 1  # off: retrieval's first

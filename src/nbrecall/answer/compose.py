@@ -155,8 +155,8 @@ def found_terms(question: Question, result: SearchResult, archive: Archive, top:
     return found
 
 
-def place_answer(question: Question, result: SearchResult, archive: Archive, notice: str | None = None,
-                 region: float = 0.0) -> Answer:
+def place_answer(question: Question, result: SearchResult, archive: Archive, region: float,
+                 notice: str | None = None) -> Answer:
     """The cell retrieval found first (`places.cited_hit` with `region`), named like a "where" answer."""
     found = where_answer(question, result, archive, region)
     found.notice = notice
@@ -174,7 +174,7 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     w = weights or ValueWeights()
 
     def place(notice: str | None = None) -> Answer:
-        return place_answer(q, result, archive, notice, w.region)
+        return place_answer(q, result, archive, w.region, notice)
 
     found = found_terms(q, result, archive)
     if q.terms and not found:

@@ -16,7 +16,7 @@ from nbrecall.answer.question import Question
 from nbrecall.answer.sentences import first_sentence
 from nbrecall.answer.types import Answer, Citation
 from nbrecall.notebook.headings import heading_paths as cell_heading_paths
-from nbrecall.records import CellRecord, Hit
+from nbrecall.records import FACT_KIND, CellRecord, Hit
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 
 if TYPE_CHECKING:
@@ -78,12 +78,12 @@ def cited_hit(nb: NotebookResult, region: float) -> Hit:
         return hit.score + region * (scores.get(low - 1, 0.0) + scores.get(high + 1, 0.0)) / 2
 
     # the notebook's own content hits: not facts, nor another version's cells listed under it (`version_of`)
-    own = [h for h in nb.hits if h.kind != "fact" and h.version_of is None and h.nb_sha in ("", nb.nb_sha)]
+    own = [h for h in nb.hits if h.kind != FACT_KIND and h.version_of is None]
     best = max(own, key=supported, default=first)
     return best if best.kind != PROSE_KIND and supported(best) > supported(first) else first
 
 
-def where_answer(question: Question, result: SearchResult, archive: Archive, region: float = 0.0) -> Answer:
+def where_answer(question: Question, result: SearchResult, archive: Archive, region: float) -> Answer:
     """The notebook, the section and the cell retrieval found first (`cited_hit`: with `region`, the best
     supported cell that does the work), the markdown explaining it, then the other notebooks that matched nearly
     as well."""
