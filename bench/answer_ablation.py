@@ -8,7 +8,9 @@ right first citation; with the corpus as a third part of `--set`, the same cell 
 `nbrecall eval`) for value and where questions and over all kinds, and the LLM context coverage (value
 questions whose value is in the context `llm_context` builds).
 
-Searches and fact look-ups are made once per query; only the scoring is repeated per variant.
+Searches and fact look-ups are made once per query; only the scoring is repeated per variant. A rule of retrieval
+(a `[retrieve]` setting, e.g. `work_region`) is ablated by a run of its own with `--retrieve work_region=0` (and
+another `--cache`): the searches are made again with that setting.
 
     .venv/bin/python bench/answer_ablation.py \\
         --set eval=/tmp/idx1:../shared/eval/queries.jsonl:../shared/corpus \\
@@ -68,10 +70,12 @@ def prepare(archive: Archive, settings, items: list, cache: Path | None) -> list
 
 
 def run_set(name: str, index: Path, queries: Path, show_misses: bool, only: set[str] | None,
-            cache: Path | None = None, root: Path | None = None) -> list[list[str]]:
+            cache: Path | None = None, root: Path | None = None,
+            retrieve: dict[str, float] | None = None) -> list[list[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NBRECALL_LLM")}
     settings = load_settings(None, env=env)
     settings.index_dir = index
+    settings.retrieve = replace(settings.retrieve, **(retrieve or {}))
     settings.answer.base_url = None
     archive = Archive(settings)
     items = load_queries(queries)
@@ -118,7 +122,10 @@ def main() -> None:
     parser.add_argument("--only", action="append", help="run only these variants (e.g. --only default)")
     parser.add_argument("--cache", type=Path, help="a folder for the searches and candidates of each set (pickled):"
                         " a second run re-scores only")
+    parser.add_argument("--retrieve", action="append", default=[], metavar="SETTING=VALUE",
+                        help="a [retrieve] setting for every search of the run (e.g. work_region=0)")
     args = parser.parse_args()
+    retrieve = {k: float(v) for k, v in (item.split("=", 1) for item in args.retrieve)}
     rows: list[list[str]] = []
     for spec in args.set:
         name, rest = spec.split("=", 1)
@@ -127,7 +134,7 @@ def main() -> None:
         if args.cache:
             args.cache.mkdir(parents=True, exist_ok=True)
         rows.extend(run_set(name, Path(index), Path(queries), args.misses, set(args.only) if args.only else None,
-                            cache, Path(corpus[0]) if corpus else None))
+                            cache, Path(corpus[0]) if corpus else None, retrieve))
     header = ["set", "variant", "value@1", "value@3", "value cell@1", "where cell@1", "all cell@1", "context"]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")

@@ -91,6 +91,9 @@ class RetrieveSettings:
     intent_boost: float = 0.15  # favour chunk kinds the query asks for ("plot of" → figure, "how many" → scalar)
     kind_slot: int = 1  # a notebook's best chunk of the asked-for kind is shown at this position at the latest; -1: off
     hit_floor: float = 0.6  # a notebook's chunks scoring under this share of its best one are not listed
+    # a prose-only first hit gives way to a hit that does the work (code, outputs) once each hit gets this share of
+    # its neighbouring cells' scores (search.retrieve.work_first; measured in bench/README.md, issue 13); 0: off
+    work_region: float = 0.5
     # a query word found only in a figure's machine-made text (OCR, vision model) counts this share of one in
     # the notebook's own text, in the keyword score and the phrase bonus (search.retrieve.machine_share);
     # measured on both development sets in bench/README.md (Figure descriptions); 1.0: counted whole

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # annotations only: `nbrecall status` imports the records wit
 
 FACT_KIND = "fact"  # one value a notebook shows (`notebook.facts.Fact`): searched apart from the content
 CONTENT_KINDS = ("text", "code", "table", "scalar", "error", "figure")  # every other kind `ingest.chunk` makes
+PROSE_KIND = "text"  # the content kind that holds markdown only: no code, no outputs
 
 
 @dataclass

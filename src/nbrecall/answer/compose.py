@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nbrecall.answer.places import cited_hit, where_answer
+from nbrecall.answer.places import where_answer
 from nbrecall.answer.question import Question, read_question
 from nbrecall.answer.sentences import term_answer
 from nbrecall.answer.types import Answer, Citation, FoundValue
@@ -87,11 +87,11 @@ def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES) -> list[
     return picked
 
 
-def _in_first_hit(result: SearchResult, cand: RankedFact, region: float) -> bool:
-    """Whether the fact's cell is one of the cells of the chunk an answer cites first (`places.cited_hit`)."""
+def _in_first_hit(result: SearchResult, cand: RankedFact) -> bool:
+    """Whether the fact's cell is one of the cells of retrieval's first chunk (the one an answer cites first)."""
     first = result.notebooks[0] if result.notebooks else None
     return first is not None and bool(first.hits) and cand.nb_sha == first.nb_sha and cand.fact.cell in set(
-        cited_hit(first, region).cells)
+        first.hits[0].cells)
 
 
 def _shares_anything(cand: RankedFact) -> bool:
@@ -109,7 +109,7 @@ def value_answer(question: Question, result: SearchResult, archive: Archive, fil
         return None
     picked = pick_values(ranked)
     best = picked[0]
-    if not _shares_anything(best) and not _in_first_hit(result, best, (weights or ValueWeights()).region):
+    if not _shares_anything(best) and not _in_first_hit(result, best):
         return None
     values = [_found(c) for c in picked]
     first = values[0]
@@ -141,7 +141,7 @@ def _value_fits(question: Question, result: SearchResult, answer: Answer | None,
     s = best.signals
     w = weights or ValueWeights()
     named_unit = bool(w.named_unit) and best.terms.get("unit", 0.0) > 0
-    return (_in_first_hit(result, best, w.region) or s.get("subject", 0.0) >= VALUE_EVIDENCE
+    return (_in_first_hit(result, best) or s.get("subject", 0.0) >= VALUE_EVIDENCE
             or s.get("label", 0.0) >= VALUE_EVIDENCE or named_unit)
 
 
@@ -155,10 +155,9 @@ def found_terms(question: Question, result: SearchResult, archive: Archive, top:
     return found
 
 
-def place_answer(question: Question, result: SearchResult, archive: Archive, region: float,
-                 notice: str | None = None) -> Answer:
-    """The cell retrieval found first (`places.cited_hit` with `region`), named like a "where" answer."""
-    found = where_answer(question, result, archive, region)
+def place_answer(question: Question, result: SearchResult, archive: Archive, notice: str | None = None) -> Answer:
+    """The cell retrieval found first, named like a "where" answer."""
+    found = where_answer(question, result, archive)
     found.notice = notice
     return found
 
@@ -174,7 +173,7 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     w = weights or ValueWeights()
 
     def place(notice: str | None = None) -> Answer:
-        return place_answer(q, result, archive, w.region, notice)
+        return place_answer(q, result, archive, notice)
 
     found = found_terms(q, result, archive)
     if q.terms and not found:

@@ -81,12 +81,6 @@ class ValueWeights:
     # value, not with the closest cell (`compose._value_fits`; 0: off). On eval2 two first citations become the
     # value's cell (v004, v007); eval and every other question are unchanged (bench/README.md, session 10).
     named_unit: float = 1.0
-    # The cell an answer cites (a place, or the first chunk a value is checked against): when retrieval's first hit
-    # is prose alone, a hit holding code or outputs that scores higher once every hit gets this share of its
-    # neighbouring cells' retrieval scores is cited instead (`places.cited_hit`; 0: retrieval's first). Every
-    # share from 0.2 to 1.0 gives eval2 where cell@1 0.657 → 0.714 and value cell@1 0.682 → 0.705 and changes no
-    # eval citation for the worse (bench/README.md, session 11); 0.5 is the middle of that range.
-    region: float = 0.5
 
     def ceiling(self) -> float:
         """The score of a value with every signal that each candidate gets at its best (1): what a score is
