@@ -480,3 +480,30 @@ def test_a_question_that_names_the_unit_of_the_best_value_asks_for_that_value() 
     cand.terms = {"unit": 1.0}
     assert _value_fits(question, found, value, [cand])
     assert not _value_fits(question, found, value, [cand], ValueWeights(named_unit=0.0))  # the ablation's "off"
+
+
+def test_context_values_fill_what_the_cells_leave_and_never_take_their_room() -> None:
+    from nbrecall.answer.context import VALUES_SHARE, ContextValue, _values_block
+    from nbrecall.convert.tokens import count_llm_tokens
+
+    values = [ContextValue(f"result_{i} = {i}.5", "big.ipynb", "sha1", 100 + i, f"c{100 + i}", "Results")
+              for i in range(80)]
+    budget = 600
+    share_block, share_listed = _values_block(values, int(budget * VALUES_SHARE))
+
+    def shown(context_text: str) -> int:
+        return sum(1 for v in values if f"{v.shown};" in context_text or f"{v.shown}\n" in context_text
+                   or context_text.endswith(v.shown))
+
+    # one short cell leaves most of the budget: the value list grows into it, the cell stays whole
+    few = [CellRecord("sha1", 0, "id0", "code", 1, "x = 1\nprint(x)", "1")]
+    roomy = build_context(_fake_result(few), budget, values=values)
+    assert shown(roomy.text) > len(share_listed)
+    assert roomy.tokens <= budget and render_cell(few[0]) in roomy.text
+
+    # cells that fill the budget keep exactly the cells they had; the values get their share and the crumbs
+    many = [CellRecord("sha1", i, f"id{i}", "code", i, f"y{i} = {i} * 2\nprint(y{i})", f"{2 * i}") for i in range(80)]
+    full = build_context(_fake_result(many), budget, values=values)
+    alone = build_context(_fake_result(many), budget - count_llm_tokens(share_block) - 2)
+    assert [c.cell for c in full.cells if c.cell_type != "value"] == [c.cell for c in alone.cells]
+    assert len(share_listed) <= shown(full.text) < shown(roomy.text) and full.tokens <= budget
