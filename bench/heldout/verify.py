@@ -3,6 +3,10 @@
 
 Usage:
     python3 verify.py [QUERIES] [--corpus DIR] [--eval2-corpus DIR] [--exclude JSONL:CORPUS ...]
+    python3 verify.py ../heldout_b/queries.jsonl --exclude ../../../shared/eval/queries.jsonl:corpus \
+        --exclude ../../../shared/eval2/queries.jsonl:eval2 --exclude queries.jsonl:
+      (the second held-out set: the first one's notebooks are off limits too; an empty CORPUS, or a line's own
+      `corpus` field, says which corpus each excluded line is over)
 
 Defaults: QUERIES = queries.jsonl next to this file, corpus roots
 ../shared/corpus ("corpus") and ../shared/eval2/corpus ("eval2"), and the
@@ -119,9 +123,10 @@ def load_excluded(pairs):
                 if not line.strip():
                     continue
                 q = json.loads(line)
-                excluded.add((corpus, q["notebook"]))
+                where = q.get("corpus") or corpus  # a held-out set names each line's corpus
+                excluded.add((where, q["notebook"]))
                 for extra in q.get("also") or []:
-                    excluded.add((corpus, extra))
+                    excluded.add((where, extra))
     return excluded
 
 
