@@ -1,0 +1,115 @@
+"""The held-out question sets (bench/heldout/) in one run: retrieval and extractive answers per set and corpus half,
+and the pooled value figures.
+
+Why: a figure from the development sets flatters every rule that was checked on them (bench/README.md, issue 13,
+session 12); the held-out sets were written by helpers who never saw the answerer, over notebooks no development
+question names. Each line's `corpus` field says which of the two indexes answers it.
+
+    .venv/bin/python bench/heldout_run.py --index corpus=/tmp/ev/c --index eval2=/tmp/ev/e2 \\
+        bench/heldout/queries.jsonl bench/heldout/queries_b.jsonl bench/heldout/queries_c.jsonl
+
+It prints, per set and corpus: nb@1 and nb@3 (the right notebook, or one of its `also` copies, among the first
+notebooks, as `nbrecall eval` counts them), value@1 and value@3 (the expected value in the first answer / the
+first three), cell@1 for value and where questions (a right first citation) and the share of value questions whose
+value is in the LLM context; then the value counts pooled over everything given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from nbrecall.answer.answer import llm_context
+from nbrecall.answer.compose import extractive_answer
+from nbrecall.answer.evaluate import judge_answer
+from nbrecall.answer.question import read_question
+from nbrecall.answer.values import gather, score
+from nbrecall.config import load_settings
+from nbrecall.search.evaluate import Query, judge, load_queries, resolve_copies
+from nbrecall.service import Archive
+
+ROOTS = {"corpus": Path("../shared/corpus"), "eval2": Path("../shared/eval2/corpus")}
+
+
+def by_corpus(path: Path) -> dict[str, list[Query]]:
+    """A held-out file's questions, per the corpus its lines name."""
+    lines: dict[str, list[str]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            lines.setdefault(json.loads(line)["corpus"], []).append(line)
+    out: dict[str, list[Query]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for corpus, chosen in lines.items():
+            part = Path(tmp) / f"{corpus}.jsonl"
+            part.write_text("\n".join(chosen) + "\n", encoding="utf-8")
+            out[corpus] = load_queries(part)
+    return out
+
+
+def measure(archive: Archive, queries: list[Query]) -> dict[str, int]:
+    """Counts over `queries`: notebooks found, values given, first citations right, values in the LLM context."""
+    counts = dict.fromkeys(("n", "nb1", "nb3", "values", "v1", "v3", "vcell", "context", "where", "wcell"), 0)
+    for q in queries:
+        result = archive.search(q.query)
+        question = read_question(q.query)
+        cands = gather(question, result, archive) if result.notebooks else []
+        ranked = score(question, copy.deepcopy(cands), result)
+        context = llm_context(q.query, result, archive, archive.settings, ranked=ranked).text
+        outcome = judge_answer(q, extractive_answer(q.query, result, archive, ranked=ranked), context)
+        rank = judge(q, [h.contract() for h in result.hits(30)]).notebook_rank  # as `nbrecall eval` ranks
+        counts["n"] += 1
+        counts["nb1"] += rank == 1
+        counts["nb3"] += rank is not None and rank <= 3
+        if q.kind == "value" and q.answer:
+            counts["values"] += 1
+            counts["v1"] += bool(outcome.value_first)
+            counts["v3"] += bool(outcome.value_top3)
+            counts["vcell"] += outcome.cell_first
+            counts["context"] += bool(outcome.in_context)
+        elif q.kind == "where":
+            counts["where"] += 1
+            counts["wcell"] += outcome.cell_first
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sets", nargs="+", type=Path, help="held-out query files (JSON Lines with a corpus field)")
+    parser.add_argument("--index", action="append", required=True, metavar="CORPUS=INDEX",
+                        help="the index of each corpus named by the lines (corpus=…, eval2=…)")
+    args = parser.parse_args()
+    indexes = {k: Path(v) for k, v in (item.split("=", 1) for item in args.index)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NBRECALL_LLM")}
+    archives: dict[str, Archive] = {}
+    for corpus, index in indexes.items():
+        settings = load_settings(None, env=env)
+        settings.index_dir = index
+        settings.answer.base_url = None
+        archives[corpus] = Archive(settings)
+    print("| set | corpus | n | nb@1 | nb@3 | value@1 | value@3 | value cell@1 | where cell@1 | value in context |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    pooled = dict.fromkeys(("values", "v1", "v3", "context"), 0)
+    for path in args.sets:
+        for corpus, queries in by_corpus(path).items():
+            if corpus not in archives:
+                sys.exit(f"{path}: its lines name the corpus {corpus!r}; give --index {corpus}=INDEX")
+            resolve_copies(queries, ROOTS.get(corpus, Path(corpus)))
+            c = measure(archives[corpus], queries)
+            for key in pooled:
+                pooled[key] += c[key]
+            print(f"| {path.stem} | {corpus} | {c['n']} | {c['nb1'] / c['n']:.3f} | {c['nb3'] / c['n']:.3f} | "
+                  f"{c['v1']}/{c['values']} | {c['v3']}/{c['values']} | {c['vcell']}/{c['values']} | "
+                  f"{c['wcell']}/{c['where']} | {c['context']}/{c['values']} |")
+    n = pooled["values"] or 1
+    print(f"\npooled value questions: {pooled['values']}; value@1 {pooled['v1']} ({pooled['v1'] / n:.2f}), "
+          f"value@3 {pooled['v3']} ({pooled['v3'] / n:.2f}), in the LLM context {pooled['context']} "
+          f"({pooled['context'] / n:.2f})")
+
+
+if __name__ == "__main__":
+    main()
