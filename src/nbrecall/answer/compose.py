@@ -88,7 +88,7 @@ def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES) -> list[
 
 
 def _in_first_hit(result: SearchResult, cand: RankedFact) -> bool:
-    """Whether the fact's cell is one of the cells of retrieval's first chunk (the one an answer cites first)."""
+    """Whether the fact's cell is one of the cells of retrieval's first chunk."""
     first = result.notebooks[0] if result.notebooks else None
     return first is not None and bool(first.hits) and cand.nb_sha == first.nb_sha and cand.fact.cell in set(
         first.hits[0].cells)
@@ -139,8 +139,7 @@ def _value_fits(question: Question, result: SearchResult, answer: Answer | None,
     best = next(c for c in ranked if (c.nb_sha, c.fact.cell) == (answer.values[0].citation.nb_sha,
                                                                    answer.values[0].citation.cell))
     s = best.signals
-    w = weights or ValueWeights()
-    named_unit = bool(w.named_unit) and best.terms.get("unit", 0.0) > 0
+    named_unit = bool((weights or ValueWeights()).named_unit) and best.terms.get("unit", 0.0) > 0
     return (_in_first_hit(result, best) or s.get("subject", 0.0) >= VALUE_EVIDENCE
             or s.get("label", 0.0) >= VALUE_EVIDENCE or named_unit)
 
@@ -156,7 +155,7 @@ def found_terms(question: Question, result: SearchResult, archive: Archive, top:
 
 
 def place_answer(question: Question, result: SearchResult, archive: Archive, notice: str | None = None) -> Answer:
-    """The cell retrieval found first, named like a "where" answer."""
+    """Retrieval's first cell, named like a "where" answer."""
     found = where_answer(question, result, archive)
     found.notice = notice
     return found
@@ -170,41 +169,38 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     if not result.notebooks or not result.notebooks[0].hits:
         return no_match(question)
     q = read_question(question)
-    w = weights or ValueWeights()
-
-    def place(notice: str | None = None) -> Answer:
-        return place_answer(q, result, archive, notice)
-
     found = found_terms(q, result, archive)
     if q.terms and not found:
         return no_match(question)  # vector search always finds neighbours; none of them shares a word
     if q.terms and len(found) / len(set(q.terms)) < MIN_COVERAGE:
         # the notebooks do not speak the question's words (another language, other names): the words cannot
         # pick a value or a sentence; retrieval's best cell is the answer
-        return place("few words of the question occur in these notebooks (another language or other names?): the "
-                     "cell retrieval found closest is shown")
+        return place_answer(q, result, archive, "few words of the question occur in these notebooks (another "
+                            "language or other names?): the cell retrieval found closest is shown")
     if q.kind == "where":
-        return place()
+        return place_answer(q, result, archive)
     if q.kind == "term":
         term = term_answer(q, result, archive)
-        return term if term is not None else place("no defining sentence found; the closest cell is shown")
+        return term if term is not None else place_answer(
+            q, result, archive, "no defining sentence found; the closest cell is shown")
     if ranked is None:
         ranked = rank_values(q, result, archive, filters, weights)
     if q.subject and not any(t in found for t in q.subject) and ranked and \
             ranked[0].signals.get("similarity", 0.0) < ABSENT_SUBJECT_SIMILARITY:  # the value that would be given
-        return place(f"no notebook found mentions “{' '.join(q.subject)}” and no printed value is close in meaning: "
-                     "no value is given; the closest cell is shown")
+        return place_answer(q, result, archive, f"no notebook found mentions “{' '.join(q.subject)}” and no "
+                            "printed value is close in meaning: no value is given; the closest cell is shown")
     value = value_answer(q, result, archive, filters, weights, ranked)
+    w = weights or ValueWeights()
     if value is not None and ranked and ranked[0].score < w.min_share * w.ceiling():
         notice = ("the values found score low for this question: the closest cell is shown first, the values "
                   "that score best under it" if q.kind == "value" else None)
-        return with_values(place(notice), value)
+        return with_values(place_answer(q, result, archive, notice), value)
     if q.kind == "value":
-        return value if value is not None else place(
-            "no printed value answers this question closely enough; the closest cell is shown")
+        return value if value is not None else place_answer(
+            q, result, archive, "no printed value answers this question closely enough; the closest cell is shown")
     if value is not None and _value_fits(q, result, value, ranked, w):
         return value
-    return with_values(place(), value)
+    return with_values(place_answer(q, result, archive), value)
 
 
 def with_values(place: Answer, value: Answer | None) -> Answer:
