@@ -209,16 +209,16 @@ def _values_block(values: list[ContextValue], budget: int) -> tuple[str, list[Co
 
 
 def _fill_with_values(block: str, listed: list[ContextValue], values: list[ContextValue], budget: int,
-                      cells: str) -> tuple[str, list[ContextValue]]:
+                      cells: Context) -> tuple[str, list[ContextValue]]:
     """The value list grown into the tokens the cells (`cells`, already chosen) leave unused of `budget`: a
     notebook's neighbourhoods are often shorter than their share, the cells keep every token they had, and a value
     further down the ranking, whose cell no neighbourhood reaches, gets a line. Measured on both development sets
-    and the held-out set (bench/README.md, issue 13, session 12)."""
-    room = budget - count_llm_tokens(cells) - 2 if cells else budget
+    and the held-out sets (bench/README.md, issue 13, session 12)."""
+    room = budget - cells.tokens - 2 if cells.text else budget
     if len(listed) >= len(values) or room <= count_llm_tokens(block):
         return block, listed
     more, more_listed = _values_block(values, room)
-    whole = f"{more}\n\n{cells}" if cells else more
+    whole = f"{more}\n\n{cells.text}" if cells.text else more
     if len(more_listed) <= len(listed) or count_llm_tokens(whole) > budget:
         return block, listed
     return more, more_listed
@@ -242,7 +242,7 @@ def build_context(
     block, listed = _values_block(values or [], int(budget_tokens * VALUES_SHARE))
     if block:
         inner = build_context(result, budget_tokens - count_llm_tokens(block) - 2, max_notebooks, extra)
-        block, listed = _fill_with_values(block, listed, values or [], budget_tokens, inner.text)
+        block, listed = _fill_with_values(block, listed, values or [], budget_tokens, inner)
         text = f"{block}\n\n{inner.text}" if inner.text else block
         in_context = list(inner.cells)
         seen = {(c.notebook, c.cell) for c in in_context}
