@@ -69,15 +69,23 @@ def prepare(archive: Archive, settings, items: list, cache: Path | None) -> list
     return prepared
 
 
-def run_set(name: str, index: Path, queries: Path, show_misses: bool, only: set[str] | None,
-            cache: Path | None = None, root: Path | None = None,
-            retrieve: dict[str, float] | None = None) -> list[list[str]]:
+def open_archive(index: Path, retrieve: dict[str, str] | None = None) -> Archive:
+    """The index at `index`, read with the default settings (and `retrieve`'s `[retrieve]` settings, each converted
+    to its field's type), extractive: no LLM endpoint from the environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NBRECALL_LLM")}
     settings = load_settings(None, env=env)
     settings.index_dir = index
-    settings.retrieve = replace(settings.retrieve, **(retrieve or {}))
+    typed = {k: type(getattr(settings.retrieve, k))(v) for k, v in (retrieve or {}).items()}
+    settings.retrieve = replace(settings.retrieve, **typed)
     settings.answer.base_url = None
-    archive = Archive(settings)
+    return Archive(settings)
+
+
+def run_set(name: str, index: Path, queries: Path, show_misses: bool, only: set[str] | None,
+            cache: Path | None = None, root: Path | None = None,
+            retrieve: dict[str, str] | None = None) -> list[list[str]]:
+    archive = open_archive(index, retrieve)
+    settings = archive.settings
     items = load_queries(queries)
     if root is not None:
         resolve_copies(items, root)
@@ -125,7 +133,7 @@ def main() -> None:
     parser.add_argument("--retrieve", action="append", default=[], metavar="SETTING=VALUE",
                         help="a [retrieve] setting for every search of the run (e.g. work_region=0)")
     args = parser.parse_args()
-    retrieve = {k: float(v) for k, v in (item.split("=", 1) for item in args.retrieve)}
+    retrieve = dict(item.split("=", 1) for item in args.retrieve)
     rows: list[list[str]] = []
     for spec in args.set:
         name, rest = spec.split("=", 1)

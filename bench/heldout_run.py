@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
-import os
 import sys
 import tempfile
 from pathlib import Path
 
-from nbrecall.answer.answer import llm_context
+from answer_ablation import open_archive, prepare  # bench/, beside this script
+from heldout.split import split
 from nbrecall.answer.compose import extractive_answer
 from nbrecall.answer.evaluate import judge_answer
 from nbrecall.answer.question import read_question
-from nbrecall.answer.values import gather, score
-from nbrecall.config import load_settings
+from nbrecall.answer.values import score
 from nbrecall.search.evaluate import Query, judge, load_queries, resolve_copies
 from nbrecall.service import Archive
 
@@ -37,29 +35,16 @@ ROOTS = {"corpus": Path("../shared/corpus"), "eval2": Path("../shared/eval2/corp
 
 
 def by_corpus(path: Path) -> dict[str, list[Query]]:
-    """A held-out file's questions, per the corpus its lines name."""
-    lines: dict[str, list[str]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            lines.setdefault(json.loads(line)["corpus"], []).append(line)
-    out: dict[str, list[Query]] = {}
+    """A held-out file's questions, per the corpus its lines name (`heldout/split.py`)."""
     with tempfile.TemporaryDirectory() as tmp:
-        for corpus, chosen in lines.items():
-            part = Path(tmp) / f"{corpus}.jsonl"
-            part.write_text("\n".join(chosen) + "\n", encoding="utf-8")
-            out[corpus] = load_queries(part)
-    return out
+        return {corpus: load_queries(Path(tmp) / f"{corpus}.jsonl") for corpus in split(path, Path(tmp))}
 
 
 def measure(archive: Archive, queries: list[Query]) -> dict[str, int]:
     """Counts over `queries`: notebooks found, values given, first citations right, values in the LLM context."""
     counts = dict.fromkeys(("n", "nb1", "nb3", "values", "v1", "v3", "vcell", "context", "where", "wcell"), 0)
-    for q in queries:
-        result = archive.search(q.query)
-        question = read_question(q.query)
-        cands = gather(question, result, archive) if result.notebooks else []
-        ranked = score(question, copy.deepcopy(cands), result)
-        context = llm_context(q.query, result, archive, archive.settings, ranked=ranked).text
+    for q, result, cands, context in prepare(archive, archive.settings, queries, None):
+        ranked = score(read_question(q.query), copy.deepcopy(cands), result)
         outcome = judge_answer(q, extractive_answer(q.query, result, archive, ranked=ranked), context)
         rank = judge(q, [h.contract() for h in result.hits(30)]).notebook_rank  # as `nbrecall eval` ranks
         counts["n"] += 1
@@ -83,14 +68,7 @@ def main() -> None:
     parser.add_argument("--index", action="append", required=True, metavar="CORPUS=INDEX",
                         help="the index of each corpus named by the lines (corpus=…, eval2=…)")
     args = parser.parse_args()
-    indexes = {k: Path(v) for k, v in (item.split("=", 1) for item in args.index)}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NBRECALL_LLM")}
-    archives: dict[str, Archive] = {}
-    for corpus, index in indexes.items():
-        settings = load_settings(None, env=env)
-        settings.index_dir = index
-        settings.answer.base_url = None
-        archives[corpus] = Archive(settings)
+    archives: dict[str, Archive] = {k: open_archive(Path(v)) for k, v in (item.split("=", 1) for item in args.index)}
     print("| set | corpus | n | nb@1 | nb@3 | value@1 | value@3 | value cell@1 | where cell@1 | value in context |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     pooled = dict.fromkeys(("values", "v1", "v3", "context"), 0)
