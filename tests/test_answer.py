@@ -381,6 +381,60 @@ def test_equal_scores_put_the_last_printout_of_a_label_first() -> None:
     assert [c.fact.value for c in ranked] == ["922210.2", "1176795.8"]
 
 
+@pytest.mark.parametrize(("value", "digits"), [("0.00612", 3), ("1,284.6", 5), ("5e-3", 1), ("1000", 1),
+                                                ("3803.0", 5), ("-4.9497", 5), ("(0.52, 7)", 2), ("n/a", 0)])
+def test_significant_digits_of_a_printed_value(value: str, digits: int) -> None:
+    from nbrecall.answer.values import _significant_digits
+
+    assert _significant_digits(value) == digits
+
+
+def test_the_form_of_a_value_picks_the_computed_result_among_values_of_the_same_name() -> None:
+    # the cell prints a round target and the result it computes under the same name, and a counter starts at 0:
+    # every other signal is equal, so without the form signals the earlier cell's round value comes first
+    from dataclasses import replace as with_weights
+
+    from nbrecall.answer.values import RankedFact, ValueWeights, score
+    from nbrecall.notebook.facts import Fact
+
+    sha = "f" * 40
+    facts = [Fact(3, "c3", "0", "pressure drop", "pressure drop: 0", number=0.0),
+             Fact(4, "c4", "2000", "pressure drop", "pressure drop: 2000", number=2000.0),
+             Fact(5, "c5", "1873.42", "pressure drop", "pressure drop = 1873.42", origin="result", number=1873.42)]
+    cands = [RankedFact(f, "pipe.ipynb", sha, None, 0, signals={"similarity": 0.5, "keyword_raw": 1.0})
+             for f in facts]
+    hits = [Hit("pipe.ipynb", "share", c, [c], f"c{c}", "code", 1.0, "", "", nb_sha=sha) for c in (3, 4, 5)]
+    found = SearchResult("q", [NotebookResult(sha, "pipe.ipynb", "share", 1.0, hits,
+                                              cell_scores={3: 1.0, 4: 1.0, 5: 1.0})])
+    question = read_question("what pressure drop did we get")
+    ranked = score(question, [copy(c) for c in cands], found)
+    assert [c.fact.value for c in ranked] == ["1873.42", "2000", "0"]
+    assert ranked[0].terms["computed"] == 1.0 and ranked[0].terms["result"] == 1.0
+    assert ranked[1].terms["printed"] == 1.0 and ranked[2].terms["zero"] == -1.0
+    off = with_weights(ValueWeights(), computed=0.0, zero=0.0, result=0.0, printed=0.0)
+    assert [c.fact.value for c in score(question, [copy(c) for c in cands], found, off)] == ["0", "2000", "1873.42"]
+
+
+def test_the_form_of_a_value_does_not_lift_a_value_that_names_nothing_asked() -> None:
+    # a computed result whose name shares no word with the question gets no form signal: it cannot overtake a
+    # table cell that names what is asked on its form alone (`which line had the highest max tension`)
+    from nbrecall.answer.values import RankedFact, score
+    from nbrecall.notebook.facts import Fact
+
+    sha = "m" * 40
+    util = Fact(2, "c2", "0.603", "util", "util = 0.603", origin="result", number=0.603)
+    tension = Fact(1, "c1", "3439.8", "L5 · max_tension_kN", "L5 · max_tension_kN: 3439.8", origin="table",
+                   number=3439.8)
+    cands = [RankedFact(f, "mooring.ipynb", sha, None, 0, signals={"similarity": 0.3, "keyword_raw": 1.0})
+             for f in (util, tension)]
+    hits = [Hit("mooring.ipynb", "share", c, [c], f"c{c}", "code", 1.0, "", "", nb_sha=sha) for c in (1, 2)]
+    found = SearchResult("q", [NotebookResult(sha, "mooring.ipynb", "share", 1.0, hits, cell_scores={1: 1.0, 2: 1.0})])
+    ranked = score(read_question("max tension of the mooring lines"), cands, found)
+    by_value = {c.fact.value: c for c in ranked}
+    assert all(by_value["0.603"].terms[k] == 0.0 for k in ("computed", "zero", "result", "printed"))
+    assert ranked[0].fact.value == "3439.8"
+
+
 def test_a_constant_the_code_sets_does_not_beat_what_its_cell_prints() -> None:
     # the cell sets `pump_efficiency = 0.707` and prints the cost it computes: the constant is closer to the
     # question's words ("pump"), the printed cost is what the question asks about (its subject: the cost)

@@ -59,12 +59,12 @@ def test_a_code_cell_that_does_not_tokenize_is_read_line_by_line() -> None:
 
 
 def test_a_value_printed_under_a_symbol_is_found_by_what_the_notebook_says_it_is() -> None:
-    # `qs [liters/hr] = 120.0` and `Steady State Composition = 0.5`: the question asks for the suspension flow,
+    # `qs [liters/hr] = 120.0` and `Steady State Composition = 0.512`: the question asks for the suspension flow,
     # which only the comment on `qs = qs_bar` says; without it, the composition's word ("steady") wins
     sha = "g" * 40
     flow = Fact(17, "c17", "120.0", "qs [liters/hr]", "qs [liters/hr] = 120.0", names="qs_bar", number=120.0)
-    comp = Fact(17, "c17", "0.5", "Steady State Composition", "Steady State Composition = 0.5", names="x",
-                number=0.5)
+    comp = Fact(17, "c17", "0.512", "Steady State Composition", "Steady State Composition = 0.512", names="x",
+                number=0.512)  # as many significant digits as the flow: the value's form does not decide
     glossary = symbol_glossary([("code", "qs = qs_bar  # inlet flow of suspension\n")])
     cands = [RankedFact(f, "blend.ipynb", sha, None, 0, signals={"similarity": 0.3, "keyword_raw": 1.0},
                         meaning=meaning_of(f.names.split(), glossary)) for f in (comp, flow)]
@@ -74,7 +74,7 @@ def test_a_value_printed_under_a_symbol_is_found_by_what_the_notebook_says_it_is
     ranked = score(question, [copy(c) for c in cands], found)
     assert ranked[0].fact.value == "120.0"
     off = score(question, [copy(c) for c in cands], found, ValueWeights(glossary=0.0))
-    assert off[0].fact.value == "0.5"
+    assert off[0].fact.value == "0.512"
 
 
 def test_an_answer_says_what_the_notebook_says_its_symbol_is(tmp_path: Path) -> None:

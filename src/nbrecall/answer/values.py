@@ -13,7 +13,10 @@ is a chunk of kind `fact`: keyword and vector search see it like any chunk). Eac
   times how much of that name the question covers;
 - `context`: the same coverage for where the fact is (heading path, the sentence above, the code line);
 - structure and kind: the last of a repeated label in a cell is a loop's result (`final`); a count is an
-  integer, a share a fraction or a percentage; a value the question itself gives is an input, not the answer.
+  integer, a share a fraction or a percentage; a value the question itself gives is an input, not the answer;
+- form (`_form`), for a value whose name holds some of the question: a number with three or more significant
+  digits is computed, not a round setting; an exact zero is a counter's start; a cell's shown result and a
+  labelled printout are what the author chose to show. Their weights are fitted (`bench/answer_fit.py`).
 
 The weights are `ValueWeights`; `bench/answer_ablation.py` measures each signal's part on both development sets.
 """
@@ -70,6 +73,14 @@ class ValueWeights:
     spread: float = 0.0  # a cell next to one retrieval found gets this share of its score, per cell of distance
     inputs: float = 0.5  # times the share of the question's numbers that the fact's cell sets or passes
     outside: float = 0.8  # multiplies the score of a fact whose notebook retrieval did not rank
+    # The value's form, whatever the question (`_form`): what a notebook prints as a result looks different from
+    # the settings and counters around it, in any archive. Fitted, not set by hand: `bench/fit_value_weights.py`
+    # over the two development sets and three held-out sets, each set's gain checked with weights fitted on the
+    # others only (bench/README.md, session 13).
+    computed: float = 0.37  # added for a number with three or more significant digits (not a round setting)
+    zero: float = 0.24  # taken away from an exact zero (a counter's or an accumulator's start)
+    result: float = 0.22  # added for the shown value of a cell's last expression
+    printed: float = 0.09  # added for a value the code prints with its label (`label: value`)
     shown_first: float = 0.0  # 1: a constant the code sets never beats a value its own cell shows (0: off)
     glossary: float = 1.0  # 1: a fact's name includes what its notebook says its variables are (0: off)
     # Below this share of `ceiling()`, the best value is offered under the closest cell instead of given as the
@@ -86,7 +97,7 @@ class ValueWeights:
         """The score of a value with every signal that each candidate gets at its best (1): what a score is
         measured against when it is judged too low to answer (`min_share`)."""
         return (self.similarity + self.keyword + self.notebook + self.cell + self.cell_similarity + self.label
-                + self.subject + self.context)
+                + self.subject + self.context + self.computed + max(self.result, self.printed))
 
 
 @dataclass
@@ -108,6 +119,31 @@ class RankedFact:
     def outside(self) -> bool:
         """Its notebook is not among retrieval's first three (the `outside` weight scales its score)."""
         return self.rank is None or self.rank >= 3
+
+
+_DIGITS = re.compile(r"\d[\d,]*(?:\.\d*)?")
+
+
+def _significant_digits(value: str) -> int:
+    """The significant digits of the first number in `value` ("0.00612" → 3, "1,284.6" → 5, "5e-3" → 1, "1000" →
+    1: an integer's trailing zeros are not counted)."""
+    found = _DIGITS.search(value)
+    if not found:
+        return 0
+    number = found.group().replace(",", "")
+    digits = number.replace(".", "").lstrip("0")
+    return len(digits if "." in number else digits.rstrip("0"))
+
+
+def _form(fact: Fact, named: bool) -> dict[str, float]:
+    """Signals of the value's form (see `ValueWeights.computed` and after), for a value whose name holds some of
+    the question (`named`): the form tells a result from the settings and rows around it among values that name
+    what is asked; it does not lift a value that names none of it (0 for every signal)."""
+    return {"computed": float(named and fact.number is not None and fact.origin != "table"
+                              and _significant_digits(fact.value) >= 3),
+            "zero": -float(named and fact.number == 0.0),
+            "result": float(named and fact.origin == "result"),
+            "printed": float(named and fact.origin == "line")}
 
 
 def _is_count(fact: Fact) -> bool:
@@ -347,6 +383,7 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
             "inputs": s["inputs"],
             "unit": float(bool(asked_units) and any(match(t, unit) >= 0.7 for t in asked_units)),
             "input": -float(fact.origin == "input"),
+            **_form(fact, s["label"] > 0 or s["subject"] > 0),
         }
         total = sum(getattr(w, key) * value for key, value in terms.items())
         if cand.outside():
