@@ -46,14 +46,13 @@ from answer_ablation import prepare  # the searches and candidates, made once pe
 from nbrecall.answer.compose import extractive_answer
 from nbrecall.answer.evaluate import answer_metrics, judge_answer
 from nbrecall.answer.question import read_question
-from nbrecall.answer.values import ValueWeights, score
+from nbrecall.answer.values import TERMS, ValueWeights, score
 from nbrecall.config import load_settings
 from nbrecall.search.evaluate import load_queries, resolve_copies
 from nbrecall.service import Archive
 
 # the weights of the linear part of the score: one per term `answer.values.score` records in `RankedFact.terms`
-FITTED = ["similarity", "keyword", "notebook", "cell", "cell_similarity", "label", "subject", "context", "final",
-          "kind", "given", "extreme", "excluded", "inputs", "unit", "input", "computed", "zero", "result", "printed"]
+FITTED = list(TERMS)
 
 
 @dataclass

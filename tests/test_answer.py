@@ -487,7 +487,7 @@ def test_a_value_score_is_its_weights_times_the_terms_it_records() -> None:
     # one weight moves a score by exactly that term, and the outside penalty scales the sum
     from dataclasses import replace as with_weights
 
-    from nbrecall.answer.values import RankedFact, ValueWeights, score
+    from nbrecall.answer.values import TERMS, RankedFact, ValueWeights, score
     from nbrecall.notebook.facts import Fact
 
     sha = "t" * 40
@@ -512,6 +512,7 @@ def test_a_value_score_is_its_weights_times_the_terms_it_records() -> None:
         outside = weights.outside if before.rank is None else 1.0
         assert abs(after.score - before.score - weights.label * before.terms["label"] * outside) < 1e-9
     assert any(c.terms["label"] > 0 for c in base) and any(c.terms["input"] == -1.0 for c in base)
+    assert all(tuple(c.terms) == TERMS for c in base)  # the names bench/answer_fit.py fits, in order
 
 
 def test_a_question_that_names_the_unit_of_the_best_value_asks_for_that_value() -> None:

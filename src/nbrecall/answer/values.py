@@ -100,6 +100,12 @@ class ValueWeights:
                 + self.subject + self.context + self.computed + max(self.result, self.printed))
 
 
+# The terms `score` records for each candidate (`RankedFact.terms`), each multiplied by the `ValueWeights` field of
+# its name: the linear part of the score, which `bench/answer_fit.py` fits.
+TERMS = ("similarity", "keyword", "notebook", "cell", "cell_similarity", "label", "subject", "context", "final",
+         "kind", "given", "extreme", "excluded", "inputs", "unit", "input", "computed", "zero", "result", "printed")
+
+
 @dataclass
 class RankedFact:
     """A candidate fact with where it is, its signals and its score."""
