@@ -74,9 +74,9 @@ class ValueWeights:
     inputs: float = 0.5  # times the share of the question's numbers that the fact's cell sets or passes
     outside: float = 0.8  # multiplies the score of a fact whose notebook retrieval did not rank
     # The value's form, whatever the question (`_form`): what a notebook prints as a result looks different from
-    # the settings and counters around it, in any archive. Fitted, not set by hand: `bench/fit_value_weights.py`
-    # over the two development sets and three held-out sets, each set's gain checked with weights fitted on the
-    # others only (bench/README.md, session 13).
+    # the settings and counters around it, in any archive. Fitted, not set by hand: `bench/answer_fit.py --loss
+    # softmax` over the two development sets and three held-out sets, each set's gain checked with weights fitted
+    # on the others only (bench/README.md, session 13).
     computed: float = 0.37  # added for a number with three or more significant digits (not a round setting)
     zero: float = 0.24  # taken away from an exact zero (a counter's or an accumulator's start)
     result: float = 0.22  # added for the shown value of a cell's last expression
