@@ -24,14 +24,13 @@ from pathlib import Path
 
 from answer_ablation import open_archive, prepare  # bench/, beside this script
 from heldout.split import split
+from heldout.verify import ROOTS  # each corpus' root, found from the checkout (../shared beside it)
 from nbrecall.answer.compose import extractive_answer
 from nbrecall.answer.evaluate import judge_answer
 from nbrecall.answer.question import read_question
 from nbrecall.answer.values import score
 from nbrecall.search.evaluate import Query, judge, load_queries, resolve_copies
 from nbrecall.service import Archive
-
-ROOTS = {"corpus": Path("../shared/corpus"), "eval2": Path("../shared/eval2/corpus")}
 
 
 def by_corpus(path: Path) -> dict[str, list[Query]]:
@@ -76,7 +75,7 @@ def main() -> None:
         for corpus, queries in by_corpus(path).items():
             if corpus not in archives:
                 sys.exit(f"{path}: its lines name the corpus {corpus!r}; give --index {corpus}=INDEX")
-            resolve_copies(queries, ROOTS.get(corpus, Path(corpus)))
+            resolve_copies(queries, Path(ROOTS.get(corpus, corpus)))
             c = measure(archives[corpus], queries)
             for key in pooled:
                 pooled[key] += c[key]
