@@ -116,6 +116,21 @@ def test_repairable_violation_is_repaired_and_noted() -> None:
     assert any("execution_count" in note for note in parsed.notes)
 
 
+def test_an_output_with_a_front_ends_own_key_is_read_with_the_key_dropped() -> None:
+    """A display output carrying a key the schema does not name (a widget manager's `jetTransient`) is what Jupyter
+    opens with a warning: its cell and its value are read, not the whole notebook quarantined."""
+    nb = json.loads(nbformat.writes(v4.new_notebook(cells=[v4.new_code_cell("show(z)", outputs=[
+        v4.new_output("display_data", data={"text/plain": "Z = 0.0123 ohm"}),
+        v4.new_output("stream", text="done\n")])])))
+    nb["cells"][0]["outputs"][0]["jetTransient"] = {"display_id": None}
+    nb["cells"][0]["outputs"][1]["transient"] = {}
+    parsed = read_notebook_bytes(_nb_bytes(nb), "x.ipynb")
+    assert [o.output_type for o in parsed.cells[0].outputs] == ["display_data", "stream"]
+    assert "0.0123" in str(parsed.cells[0].outputs[0].data)
+    assert any("jetTransient" in note and "output 0 of cell 0" in note for note in parsed.notes)
+    assert any("'transient'" in note and "output 1" in note for note in parsed.notes)
+
+
 @pytest.mark.parametrize(
     ("data", "reason"),
     [

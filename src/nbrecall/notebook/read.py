@@ -218,10 +218,19 @@ _CELL_KEYS = {
     "markdown": {"id", "cell_type", "metadata", "source", "attachments"},
     "raw": {"id", "cell_type", "metadata", "source", "attachments"},
 }
+# What the nbformat 4 schema lets each output carry. Front ends add their own keys (`transient`, a widget
+# manager's `jetTransient`); Jupyter opens such a file with a warning, so the reader drops them too.
+_OUTPUT_KEYS = {
+    "stream": {"output_type", "name", "text"},
+    "display_data": {"output_type", "data", "metadata"},
+    "execute_result": {"output_type", "execution_count", "data", "metadata"},
+    "error": {"output_type", "ename", "evalue", "traceback"},
+}
 
 
 def _drop_unexpected_cell_keys(node: dict[str, Any], notes: list[str]) -> None:
-    """Remove keys a cell type may not carry (editors write e.g. `execution_count` on markdown cells)."""
+    """Remove keys a cell type or an output type may not carry (editors write e.g. `execution_count` on markdown
+    cells, front ends a `transient` on display outputs)."""
     minor = node.get("nbformat_minor", 0)
     allow_id = isinstance(minor, int) and minor >= 5
     for i, cell in enumerate(node["cells"]):
@@ -229,6 +238,12 @@ def _drop_unexpected_cell_keys(node: dict[str, Any], notes: list[str]) -> None:
         for key in sorted(set(cell) - allowed):
             del cell[key]
             notes.append(f"repaired: removed unexpected '{key}' from {cell['cell_type']} cell {i}")
+        outputs = cell.get("outputs") if cell["cell_type"] == "code" else None
+        for j, output in enumerate(outputs if isinstance(outputs, list) else []):
+            kept = _OUTPUT_KEYS.get(output.get("output_type")) if isinstance(output, dict) else None
+            for key in sorted(set(output) - kept) if kept else []:
+                del output[key]
+                notes.append(f"repaired: removed unexpected '{key}' from output {j} of cell {i}")
 
 
 def _check_v3(node: dict[str, Any]) -> None:
