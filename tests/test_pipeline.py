@@ -230,6 +230,25 @@ def test_quarantined_file_is_retried_when_its_content_changes(
     assert manifest.contents("quarantined") == []
 
 
+def test_a_quarantined_file_is_read_again_by_a_run_that_reads_notebooks_differently(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
+) -> None:
+    """A quarantine is kept while nothing changes, and retried once the chunker or the settings change (the
+    fingerprint): a newer nbrecall may repair what an older one could not."""
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    first, _store, _ = index_once(root, index, hash_embedder)
+    assert [rel for rel, _ in first.quarantined] == ["scratch/broken.ipynb"]
+    again, _store, _ = index_once(root, index, hash_embedder)
+    assert again.quarantined == [] and again.notebooks_indexed == 0
+    settings = settings_for(index)
+    settings.chunk.max_output_chars += 1  # part of the fingerprint, as a new chunker version is
+    other = run_index([root], settings, hash_embedder, open_store(settings, hash_embedder.dim))
+    assert [rel for rel, _ in other.quarantined] == ["scratch/broken.ipynb"]
+    with closing(open_manifest(settings, readonly=True)) as manifest:
+        assert [q.rel for q in manifest.contents("quarantined")] == ["scratch/broken.ipynb"]
+
+
 def test_filters_and_deprecated(tmp_path: Path, hash_embedder: HashEmbedder, backend: str) -> None:
     root, index = tmp_path / "share", tmp_path / "idx"
     make_archive(root)

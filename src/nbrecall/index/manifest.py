@@ -126,9 +126,9 @@ class SqliteManifest:
         return {r[0] for r in self.db.execute("SELECT sha256 FROM contents")}
 
     def fingerprints(self) -> dict[str, str]:
-        """The settings fingerprint each content was indexed with (quarantined ones have none: always '')."""
+        """The settings fingerprint each content was indexed or quarantined with ('' when none was recorded)."""
         return {r[0]: r[1] or "" for r in self.db.execute(
-            "SELECT sha256, json_extract(meta, '$.fingerprint') FROM contents WHERE status = 'indexed'")}
+            "SELECT sha256, json_extract(meta, '$.fingerprint') FROM contents")}
 
     def indexed_shas(self, among: Iterable[str] | None = None) -> set[str]:
         """Contents visible to search: indexed and the content of at least one file. A path's old content stops

@@ -93,9 +93,8 @@ class PgManifest:
         return {r[0] for r in self._all("SELECT sha256 FROM contents")}
 
     def fingerprints(self) -> dict[str, str]:
-        """The settings fingerprint each content was indexed with (quarantined ones have none: always '')."""
-        return {r[0]: r[1] or "" for r in self._all(
-            "SELECT sha256, meta->>'fingerprint' FROM contents WHERE status = 'indexed'")}
+        """The settings fingerprint each content was indexed or quarantined with ('' when none was recorded)."""
+        return {r[0]: r[1] or "" for r in self._all("SELECT sha256, meta->>'fingerprint' FROM contents")}
 
     def indexed_shas(self, among: Iterable[str] | None = None) -> set[str]:
         """Contents visible to search: indexed and the content of at least one file (`among`: only these)."""

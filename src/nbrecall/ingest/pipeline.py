@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, nullcontext
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,6 +74,11 @@ class _Run:
     progress: Progress | None = None
     families: FamilyWriter | None = None  # None: `[families] enabled = false`, or a step that does not group
     figures: FigureWork | None = None  # None: no figure describer
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """What this run's chunks depend on besides a notebook's content (`ingest.build.fingerprint`)."""
+        return fingerprint(self.settings, self.embedder, self.plugins)
 
 
 def run_index(
@@ -217,9 +223,12 @@ def _run(run: _Run, roots: list[Path], batch_notebooks: int) -> None:
     for record in found.files:  # new contents, and any a file still points at but that is gone (see below)
         if record.sha256 not in known and record.sha256 not in todo:
             todo[record.sha256] = record
-    # Contents indexed by another chunker version or other settings are redone (vectors come from the cache).
-    current = fingerprint(settings, run.embedder, run.plugins)
-    outdated = {sha for sha, value in manifest.fingerprints().items() if value != current}
+    # Contents indexed by another chunker version or other settings are redone (vectors come from the cache), and
+    # notebooks quarantined by another version are read again: a newer reader may repair what an older one could
+    # not (files that could not even be opened are looked at again anyway, see `_unreadable_records`).
+    current = run.fingerprint
+    outdated = {sha for sha, value in manifest.fingerprints().items()
+                if value != current and not sha.startswith("unreadable-")}
     for record in found.files:
         if record.sha256 in outdated and record.sha256 not in todo:
             todo[record.sha256] = record
@@ -426,7 +435,8 @@ def _index_batch(
         if outcome.fault:
             raise WorkerFault(outcome.fault)
         if outcome.built is None:  # unreadable, or a bug or crash on this one notebook: quarantine with the reason
-            records.append(ContentRecord(file.sha256, "quarantined", outcome.reason, file.root, file.rel))
+            records.append(ContentRecord(file.sha256, "quarantined", outcome.reason, file.root, file.rel,
+                                         meta={"fingerprint": run.fingerprint}))
             report.quarantined.append((file.rel, outcome.reason))
             continue
         chunks, record, cells, rows = outcome.built
