@@ -66,7 +66,10 @@ def main() -> None:
     parser.add_argument("sets", nargs="+", type=Path, help="held-out query files (JSON Lines with a corpus field)")
     parser.add_argument("--index", action="append", required=True, metavar="CORPUS=INDEX",
                         help="the index of each corpus named by the lines (corpus=…, eval2=…)")
+    parser.add_argument("--root", action="append", default=[], metavar="CORPUS=DIR",
+                        help="the folder of a corpus outside ../shared (a fresh set's fetched repositories)")
     args = parser.parse_args()
+    roots = {**ROOTS, **dict(item.split("=", 1) for item in args.root)}
     archives: dict[str, Archive] = {k: open_archive(Path(v)) for k, v in (item.split("=", 1) for item in args.index)}
     print("| set | corpus | n | nb@1 | nb@3 | value@1 | value@3 | value cell@1 | where cell@1 | value in context |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -75,7 +78,7 @@ def main() -> None:
         for corpus, queries in by_corpus(path).items():
             if corpus not in archives:
                 sys.exit(f"{path}: its lines name the corpus {corpus!r}; give --index {corpus}=INDEX")
-            resolve_copies(queries, Path(ROOTS.get(corpus, corpus)))
+            resolve_copies(queries, Path(roots.get(corpus, corpus)))
             c = measure(archives[corpus], queries)
             for key in pooled:
                 pooled[key] += c[key]

@@ -2,7 +2,8 @@
 """Check the held-out notebook question set line by line (standard library only).
 
 Usage:
-    python3 verify.py [QUERIES] [--corpus DIR] [--eval2-corpus DIR] [--exclude JSONL:CORPUS ...] [--max-per-repo N]
+    python3 verify.py [QUERIES] [--corpus DIR] [--eval2-corpus DIR] [--root NAME=DIR ...] [--exclude JSONL:CORPUS ...]
+                      [--max-per-repo N]
     python3 verify.py ../heldout_b/queries.jsonl --exclude ../../../shared/eval/queries.jsonl:corpus \
         --exclude ../../../shared/eval2/queries.jsonl:eval2 --exclude queries.jsonl:
       (the second held-out set: the first one's notebooks are off limits too; an empty CORPUS, or a line's own
@@ -15,7 +16,7 @@ exclusion lists ../shared/eval/queries.jsonl (over "corpus") and
 
 Per line it checks:
   - JSON parses; fields id, query, kind, notebook, cells, answer, note, corpus present;
-    id unique; kind is "value" or "where"; corpus is "corpus" or "eval2"
+    id unique; kind is "value" or "where"; corpus is "corpus", "eval2" or a NAME given by --root
   - the notebook (and each "also" path) exists under its corpus root and parses;
     cell indices are ints within range of the nbformat-4 cell list
   - the notebook / also paths are not named (notebook or also) by an existing set
@@ -143,6 +144,10 @@ def parse_args(argv):
             i += 2
         elif a == "--eval2-corpus":
             roots["eval2"] = argv[i + 1]
+            i += 2
+        elif a == "--root":  # a further corpus, outside ../shared: NAME=DIR
+            name, _, root = argv[i + 1].partition("=")
+            roots[name] = root
             i += 2
         elif a == "--max-per-repo":
             max_per_repo = int(argv[i + 1])

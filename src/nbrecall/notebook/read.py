@@ -240,7 +240,7 @@ def _drop_unexpected_cell_keys(node: dict[str, Any], notes: list[str]) -> None:
             notes.append(f"repaired: removed unexpected '{key}' from {cell['cell_type']} cell {i}")
         outputs = cell.get("outputs") if cell["cell_type"] == "code" else None
         for j, output in enumerate(outputs if isinstance(outputs, list) else []):
-            kept = _OUTPUT_KEYS.get(output.get("output_type")) if isinstance(output, dict) else None
+            kept = _OUTPUT_KEYS.get(str(output.get("output_type"))) if isinstance(output, dict) else None
             for key in sorted(set(output) - kept) if kept else []:
                 del output[key]
                 notes.append(f"repaired: removed unexpected '{key}' from output {j} of cell {i}")
