@@ -39,13 +39,19 @@ def by_corpus(path: Path) -> dict[str, list[Query]]:
         return {corpus: load_queries(Path(tmp) / f"{corpus}.jsonl") for corpus in split(path, Path(tmp))}
 
 
-def measure(archive: Archive, queries: list[Query]) -> dict[str, int]:
-    """Counts over `queries`: notebooks found, values given, first citations right, values in the LLM context."""
+def measure(archive: Archive, queries: list[Query], rows: list[str] | None = None) -> dict[str, int]:
+    """Counts over `queries`: notebooks found, values given, first citations right, values in the LLM context.
+    `rows`: one tab-separated line per question is appended (id, kind, notebook rank, value first, value in the
+    first three, first cell right, value in the context), to compare two runs question by question."""
     counts = dict.fromkeys(("n", "nb1", "nb3", "values", "v1", "v3", "vcell", "context", "where", "wcell"), 0)
     for q, result, cands, context in prepare(archive, archive.settings, queries, None):
         ranked = score(read_question(q.query), copy.deepcopy(cands), result)
         outcome = judge_answer(q, extractive_answer(q.query, result, archive, ranked=ranked), context)
         rank = judge(q, [h.contract() for h in result.hits(30)]).notebook_rank  # as `nbrecall eval` ranks
+        if rows is not None:
+            rows.append("\t".join(str(x) for x in (q.id, q.kind, rank, int(bool(outcome.value_first)),
+                                                    int(bool(outcome.value_top3)), int(outcome.cell_first),
+                                                    int(bool(outcome.in_context)))))
         counts["n"] += 1
         counts["nb1"] += rank == 1
         counts["nb3"] += rank is not None and rank <= 3
@@ -68,7 +74,11 @@ def main() -> None:
                         help="the index of each corpus named by the lines (corpus=…, eval2=…)")
     parser.add_argument("--root", action="append", default=[], metavar="CORPUS=DIR",
                         help="the folder of a corpus outside ../shared (a fresh set's fetched repositories)")
+    parser.add_argument("--per-question", type=Path, metavar="FILE",
+                        help="write one line per question (id, kind, notebook rank, value@1, value@3, cell@1, "
+                             "context) to FILE")
     args = parser.parse_args()
+    rows: list[str] = []
     roots = {**ROOTS, **dict(item.split("=", 1) for item in args.root)}
     archives: dict[str, Archive] = {k: open_archive(Path(v)) for k, v in (item.split("=", 1) for item in args.index)}
     print("| set | corpus | n | nb@1 | nb@3 | value@1 | value@3 | value cell@1 | where cell@1 | value in context |")
@@ -79,7 +89,7 @@ def main() -> None:
             if corpus not in archives:
                 sys.exit(f"{path}: its lines name the corpus {corpus!r}; give --index {corpus}=INDEX")
             resolve_copies(queries, Path(roots.get(corpus, corpus)))
-            c = measure(archives[corpus], queries)
+            c = measure(archives[corpus], queries, rows)
             for key in pooled:
                 pooled[key] += c[key]
             print(f"| {path.stem} | {corpus} | {c['n']} | {c['nb1'] / c['n']:.3f} | {c['nb3'] / c['n']:.3f} | "
@@ -89,6 +99,8 @@ def main() -> None:
     print(f"\npooled value questions: {pooled['values']}; value@1 {pooled['v1']} ({pooled['v1'] / n:.2f}), "
           f"value@3 {pooled['v3']} ({pooled['v3'] / n:.2f}), in the LLM context {pooled['context']} "
           f"({pooled['context'] / n:.2f})")
+    if args.per_question:
+        args.per_question.write_text("".join(f"{row}\n" for row in rows), encoding="utf-8")
 
 
 if __name__ == "__main__":

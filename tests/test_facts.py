@@ -37,10 +37,17 @@ def facts_of(tmp_path: Path, cells: list, limits: FactLimits | None = None, stal
         ("Beta (U-235) = 0.006504", [("Beta (U-235)", "0.006504")]),
         ("at time 4.02 minutes.", [("at time", "4.02")]),
         ("no numbers here", []),
+        # a value whose own segment names nothing is named by all the line says before it
+        ("SOR (omega=1.9521): 1110 iterations", [("SOR (omega", "1.9521"), ("SOR (omega=1.9521)", "1110")]),
     ],
 )
 def test_line_facts(line: str, expected: list[tuple[str, str]]) -> None:
     assert [(label, value) for label, value, _unit, _shown in line_facts(line)] == expected
+
+
+def test_a_row_of_a_printed_table_does_not_name_its_values_by_the_row_before_them() -> None:
+    """Its words are values (`None`): the line-prefix name is for a line that says what its value is."""
+    assert line_facts("  2 :  None :  80.0 :  80.0")[-1][:2] == ("", "80.0")
 
 
 def test_units_are_read_after_the_value_and_a_unit_holds_no_second_value() -> None:
@@ -89,6 +96,29 @@ def test_a_sympy_result_drawn_as_png_keeps_its_text(tmp_path: Path) -> None:
     facts = facts_of(tmp_path, [code("coeffs", 1, [out])])
     assert [f.value for f in facts][:1] == ["{A: 4, B: -2}"]
     assert ("B", "-2") in [(f.label, f.value) for f in facts]
+
+
+def test_a_formula_drawn_over_several_lines_is_one_value_in_its_latex_not_fragments(tmp_path: Path) -> None:
+    """sympy's pretty print raises an exponent a line above its base: read line by line it is `⋅ℯ  ⋅sin(2`."""
+    drawn = "   -t         \n5⋅ℯ  ⋅sin(2⋅t)"
+    out = v4.new_output("execute_result", execution_count=1, data={
+        "text/latex": r"$\displaystyle 5 e^{- t} \sin{\left(2 t \right)}$", "text/plain": drawn})
+    one_line = v4.new_output("execute_result", execution_count=2, data={
+        "text/latex": r"$\displaystyle \left\{ A : 4\right\}$", "text/plain": "{A: 4}"})
+    facts = facts_of(tmp_path, [code("h", 1, [out]), code("coeffs", 2, [one_line])])
+    assert [(f.origin, f.label, f.value) for f in facts if f.cell == 0] == [
+        ("result", "h", r"5 e^{- t} \sin{\left(2 t \right)}")]
+    assert next(f for f in facts if f.cell == 0).shown == r"h = 5 e^{- t} \sin{\left(2 t \right)}"
+    assert ("A", "4") in [(f.label, f.value) for f in facts if f.cell == 1]  # a one-line text stays as it was read
+
+
+def test_a_table_with_a_latex_twin_is_still_read_from_its_text(tmp_path: Path) -> None:
+    """A version table (`%version_information`) writes a `tabular`, not a formula: its rows stay values."""
+    out = v4.new_output("execute_result", execution_count=1, data={
+        "text/latex": "\\begin{tabular}{|l|l|}\\hline\nnumpy & 1.9 \\\\ \\hline\n\\end{tabular}",
+        "text/plain": "Software Version\nnumpy 1.9"})
+    facts = facts_of(tmp_path, [code("%version_information numpy", 1, [out])])
+    assert ("numpy", "1.9") in [(f.label, f.value) for f in facts]
 
 
 def test_table_cells_series_entries_and_printed_tables(tmp_path: Path) -> None:

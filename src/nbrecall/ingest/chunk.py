@@ -39,7 +39,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 #    an index of 7 or older is re-chunked by its next run, which moves its facts out of the chunk table
 # 9: a fact whose name an earlier fact of its notebook has shares that fact's vector (`ChunkRow.vector_of`),
 #    fact vectors stored as bytes; the fact table of an index of 8 is made anew by its next run
-CHUNKER_VERSION = 9
+# 10: a formula drawn over several lines (sympy's pretty print) is one fact in its LaTeX, not fragments; a printed
+#     value whose own segment names nothing is named by the line before it
+CHUNKER_VERSION = 10
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

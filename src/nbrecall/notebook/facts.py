@@ -298,6 +298,27 @@ def _latex_facts(acc: _CellFacts, latex: str, code: str) -> None:
             acc.add(label, value, shown, "latex", unit=unit, code=code)
 
 
+def _drawn(plain: object) -> bool:
+    """A `text/plain` that draws a formula over several lines (sympy's pretty print: a fraction bar, a root, an
+    exponent raised a line): read line by line it is fragments (`⋅ℯ  ⋅sin(2`), never values."""
+    text = "".join(plain) if isinstance(plain, list) else plain if isinstance(plain, str) else ""
+    return len([ln for ln in text.splitlines() if ln.strip()]) > 1
+
+
+# LaTeX in math mode (sympy writes `$\displaystyle …$`), not a `tabular` a version table or a frame writes.
+_MATH = re.compile(r"^\s*(?:\$|\\\[|\\\(|\\begin\{(?:equation|align|gather|multline)\*?\})")
+_MATH_DELIMITERS = re.compile(r"^\s*(?:\$\$?|\\\[|\\\()\s*(?:\\displaystyle\s*)?|\s*(?:\$\$?|\\\]|\\\))\s*$")
+
+
+def _formula_fact(acc: _CellFacts, latex: str, expr: tuple[str, list[str]], origin: str) -> None:
+    """A formula a cell shows drawn in `text/plain` (`_drawn`): one value, its LaTeX as the notebook holds it (what
+    the page renders), named by the expression that printed it."""
+    formula = _MATH_DELIMITERS.sub("", latex.strip()).strip()
+    code, names = expr
+    if formula:
+        acc.add(code, formula, f"{code} = {formula}" if code else formula, origin, code=code, names=names)
+
+
 _CONSTANT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([-+]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
                        r"(?:\s*\*\s*u\.(\w+))?\s*(?:#\s*(.*))?$")
 
@@ -364,6 +385,9 @@ def cell_facts(
                 not isinstance(plain, str) or OBJECT_REPR.match(plain.strip())
             ):
                 _latex_facts(acc, latex, expr[0])
+                continue
+            if isinstance(latex, str) and _MATH.match(latex) and _drawn(plain):
+                _formula_fact(acc, latex, expr, "result" if output.output_type == "execute_result" else "line")
                 continue
             text = _result_text(output, shown)
             _text_facts(acc, text, "result" if output.output_type == "execute_result" else "line", prints, expr)

@@ -137,6 +137,14 @@ def _clean_label(text: str) -> str:
     return " ".join(words[-12:]).strip(" ,;:")
 
 
+_LITERALS = {"none", "true", "false", "nan", "inf", "null"}
+
+
+def _names_something(text: str) -> bool:
+    """Whether `text` holds a word (two letters or more) that is not a printed literal (`None`, `nan`)."""
+    return any(w.lower() not in _LITERALS for w in re.findall(r"[^\W\d_]{2,}", text))
+
+
 # A segment that goes on about the line's subject: "…, with a range of 0.182, 0.218", "… and a minimum of 90".
 _CONTINUES = re.compile(r"^[\s,;]*(?:with|and|or|at|for|to|from|giving|so|i\.e\.|which|of|in|after|but)\b", re.I)
 
@@ -162,6 +170,11 @@ def line_facts(line: str) -> list[tuple[str, str, str, str]]:
         shown = line[max(start, label_from) : run.unit_end].strip(" ,;|")
         if found and subject and _CONTINUES.match(text):
             label, shown = f"{subject} … {label}", f"{subject} … {shown}"
+        elif found and not label and _names_something(line[: run.start]):
+            # `SOR (omega=1.9521): 1110 iterations`: named by all the line says before it (not by a row of a
+            # printed table, `2 :  None :  80.0 :`, whose words are values)
+            label = _clean_label(line[: run.start])
+            shown = line[: run.unit_end].strip(" ,;|")
         found.append((label, value, run.unit, shown))
         subject = subject or label
         label_from = run.unit_end
