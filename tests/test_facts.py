@@ -172,6 +172,22 @@ def test_bounds_keep_a_cells_first_and_last_values_and_results_over_tables(tmp_p
     assert sum(f.origin == "table" for f in facts) == 2  # tables give way first
 
 
+def test_over_the_notebook_bound_a_later_result_outlasts_training_logs_and_values_that_name_nothing(
+    tmp_path: Path,
+) -> None:
+    """Epoch lines repeat their labels (only each cell's last is `final`) and a bare `1719/1719` names nothing: they
+    give way before a result further down the notebook, which document order alone would cut."""
+    log = "".join(f"epoch {i}: loss {i}.25 - accuracy 0.{i}1\n" for i in range(1, 9))
+    cells = [code(f"fit({k})", k, [stream(log)]) for k in range(1, 4)]
+    cells.append(code("progress()", 4, [stream("1719/1719\n")]))
+    cells.append(code("accuracy", 5, [result("0.8717", 5)]))
+    facts = facts_of(tmp_path, cells, limits=FactLimits(per_cell=24, per_notebook=12))
+    assert len(facts) == 12
+    assert ("accuracy", "0.8717") in [(f.label, f.value) for f in facts]
+    assert [f.value for f in facts if f.label == "loss" and f.final] == ["8.25"] * 3  # each log's last step
+    assert "1719/1719" not in [f.value for f in facts]
+
+
 def test_facts_of_stale_outputs_say_so(tmp_path: Path) -> None:
     facts = facts_of(tmp_path, [code("x", 1, [result("3.5", 1)])], stale=True)
     assert facts and all(f.stale for f in facts)

@@ -40,7 +40,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 9: a fact whose name an earlier fact of its notebook has shares that fact's vector (`ChunkRow.vector_of`),
 #    fact vectors stored as bytes; the fact table of an index of 8 is made anew by its next run
 # 10: a formula drawn over several lines (sympy's pretty print) is one fact in its LaTeX, not fragments; a printed
-#     value whose own segment names nothing is named by the line before it
+#     value whose own segment names nothing is named by the line before it; over the notebook bound a loop's
+#     earlier steps and values nothing names give way first
 CHUNKER_VERSION = 10
 
 _SCALAR_MAX_CHARS = 160

@@ -403,6 +403,9 @@ def _table_facts(acc: _CellFacts, table: TableSummary, expr: tuple[str, list[str
         acc.add(label, value, shown, "table", code=code, names=names)
 
 
+_LETTER = re.compile(r"[^\W\d_]")
+
+
 def _first_sentences(markdown: str, limit: int = 240) -> str:
     """The prose of a markdown cell without headings, images or code, clipped to a sentence or two."""
     kept = []
@@ -446,7 +449,14 @@ def extract_facts(
     if len(facts) <= limits.per_notebook:
         return facts
     # Over the bound: printed results first (wherever they are: a notebook's last cells hold its conclusions),
-    # then constants, then table cells (a table is also its own chunk); document order within each.
+    # then constants, then table cells (a table is also its own chunk), then values nothing names (`', '`, a
+    # bare `1719/1719`: only their cell can find them, and its chunk holds them). Within each, a loop's last
+    # printout of a label (`final`) before its earlier steps (a training log's epochs), then document order.
     rank = {"input": 1, "table": 2}
-    kept = sorted(range(len(facts)), key=lambda i: (rank.get(facts[i].origin, 0), i))[: limits.per_notebook]
+
+    def order(i: int) -> tuple[int, bool, int]:
+        fact = facts[i]
+        return (3 if not _LETTER.search(fact.label) else rank.get(fact.origin, 0), not fact.final, i)
+
+    kept = sorted(range(len(facts)), key=order)[: limits.per_notebook]
     return [facts[i] for i in sorted(kept)]
