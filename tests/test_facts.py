@@ -13,7 +13,7 @@ from nbrecall.ingest.chunk import heading_paths, render_cells
 from nbrecall.notebook.analysis import analyse
 from nbrecall.notebook.facts import Fact, FactLimits, extract_facts
 from nbrecall.notebook.outputs import OutputLimits
-from nbrecall.notebook.printed import latex_text, line_facts
+from nbrecall.notebook.printed import latex_text, line_facts, series_entries
 from nbrecall.notebook.read import read_notebook
 
 
@@ -39,6 +39,9 @@ def facts_of(tmp_path: Path, cells: list, limits: FactLimits | None = None, stal
         ("no numbers here", []),
         # a value whose own segment names nothing is named by all the line says before it
         ("SOR (omega=1.9521): 1110 iterations", [("SOR (omega", "1.9521"), ("SOR (omega=1.9521)", "1110")]),
+        # a date or a timestamp names a time series' row; its digits are no values
+        ("2012-12-31    0.251344", [("2012-12-31", "0.251344")]),
+        ("2019-11-01 04:00:00  6.0", [("2019-11-01 04:00:00", "6.0")]),
     ],
 )
 def test_line_facts(line: str, expected: list[tuple[str, str]]) -> None:
@@ -48,6 +51,12 @@ def test_line_facts(line: str, expected: list[tuple[str, str]]) -> None:
 def test_a_row_of_a_printed_table_does_not_name_its_values_by_the_row_before_them() -> None:
     """Its words are values (`None`): the line-prefix name is for a line that says what its value is."""
     assert line_facts("  2 :  None :  80.0 :  80.0")[-1][:2] == ("", "80.0")
+
+
+def test_a_resampled_series_with_its_index_name_and_frequency_is_a_series() -> None:
+    """`resample('M').mean()` prints the index's name on a line of its own and `Freq: M, ` before the name."""
+    lines = ["Date/Time", "2012-01-31    0.240591", "2012-12-31    0.251344", "Freq: M, Name: Weather, dtype: float64"]
+    assert series_entries(lines) == ([("2012-01-31", "0.240591"), ("2012-12-31", "0.251344")], "Weather")
 
 
 def test_units_are_read_after_the_value_and_a_unit_holds_no_second_value() -> None:

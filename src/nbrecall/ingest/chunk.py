@@ -41,7 +41,7 @@ TokenCounter = Callable[[list[str]], list[int]]
 #    fact vectors stored as bytes; the fact table of an index of 8 is made anew by its next run
 # 10: a formula drawn over several lines (sympy's pretty print) is one fact in its LaTeX, not fragments; a printed
 #     value whose own segment names nothing is named by the line before it; over the notebook bound a loop's
-#     earlier steps and values nothing names give way first
+#     earlier steps and values nothing names give way first; a date or timestamp names a row, it is no value
 CHUNKER_VERSION = 10
 
 _SCALAR_MAX_CHARS = 160

@@ -86,9 +86,14 @@ def _unit_after(line: str, end: int) -> tuple[str, int]:
     return unit, match.end()
 
 
+# A date or a timestamp (`2012-12-31`, `2019-11-01 04:00:00`) names a row of a time series; its digits are no value.
+_DATE = re.compile(r"(?<![\w.])\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?(?![\w.])")
+
+
 def value_runs(line: str) -> list[_Run]:
     """Spans of values in a printed line, each with the unit written after it."""
-    numbers = [m for m in NUMBER.finditer(line)]
+    dates = [m.span() for m in _DATE.finditer(line)] if "-" in line else []
+    numbers = [m for m in NUMBER.finditer(line) if not any(a <= m.start() < b for a, b in dates)]
     runs: list[_Run] = []
     for m in numbers:
         if runs and m.start() < runs[-1].unit_end:
@@ -276,7 +281,7 @@ def dict_entries(text: str) -> list[tuple[str, str, str]]:
 
 
 _SERIES_LINE = re.compile(r"^(\S(?:.*?\S)?)\s{2,}(\S+)$")
-_SERIES_FOOTER = re.compile(r"^(?:Name: (?P<name>.*?), )?(?:Length: \d+, )?(?:dtype: \w+)$")
+_SERIES_FOOTER = re.compile(r"^(?:Freq: [^,]+, )?(?:Name: (?P<name>.*?), )?(?:Length: \d+, )?(?:dtype: \w+)$")
 
 
 def series_entries(lines: list[str]) -> tuple[list[tuple[str, str]], str] | None:
@@ -285,6 +290,8 @@ def series_entries(lines: list[str]) -> tuple[list[tuple[str, str]], str] | None
         return None
     footer = _SERIES_FOOTER.match(lines[-1].strip())
     body = lines[:-1] if footer else lines
+    if footer and len(body) > 2 and not _SERIES_LINE.match(body[0].strip()):
+        body = body[1:]  # the index's name on a line of its own (`Date/Time`)
     entries = []
     for line in body:
         m = _SERIES_LINE.match(line.strip())
