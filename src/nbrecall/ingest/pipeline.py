@@ -228,7 +228,7 @@ def _run(run: _Run, roots: list[Path], batch_notebooks: int) -> None:
     # not (files that could not even be opened are looked at again anyway, see `_unreadable_records`).
     current = run.fingerprint
     outdated = {sha for sha, value in manifest.fingerprints().items()
-                if value != current and not sha.startswith("unreadable-")}
+                if value != current and not sha.startswith(_UNREADABLE)}
     for record in found.files:
         if record.sha256 in outdated and record.sha256 not in todo:
             todo[record.sha256] = record
@@ -348,10 +348,13 @@ class _BackgroundRefresh:
             self._pool.shutdown(wait=True)
 
 
+_UNREADABLE = "unreadable-"  # the key prefix of a file that could not be opened (`unreadable_sha`)
+
+
 def unreadable_sha(root: str, rel: str, reason: str) -> str:
     """The manifest key of a file that could not even be opened (no content to hash): stable while it stays so."""
     digest = hashlib.sha256(f"{root}\0{rel}\0{reason}".encode("utf-8", "backslashreplace")).hexdigest()
-    return f"unreadable-{digest[:40]}"
+    return f"{_UNREADABLE}{digest[:40]}"
 
 
 def _unreadable_records(

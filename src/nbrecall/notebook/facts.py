@@ -386,11 +386,11 @@ def cell_facts(
             ):
                 _latex_facts(acc, latex, expr[0])
                 continue
+            origin = "result" if output.output_type == "execute_result" else "line"
             if isinstance(latex, str) and _MATH.match(latex) and _drawn(plain):
-                _formula_fact(acc, latex, expr, "result" if output.output_type == "execute_result" else "line")
+                _formula_fact(acc, latex, expr, origin)
                 continue
-            text = _result_text(output, shown)
-            _text_facts(acc, text, "result" if output.output_type == "execute_result" else "line", prints, expr)
+            _text_facts(acc, _result_text(output, shown), origin, prints, expr)
     _input_facts(acc)
     facts = acc.found
     _mark_final(facts)
