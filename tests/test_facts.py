@@ -121,6 +121,27 @@ def test_a_formula_drawn_over_several_lines_is_one_value_in_its_latex_not_fragme
     assert ("A", "4") in [(f.label, f.value) for f in facts if f.cell == 1]  # a one-line text stays as it was read
 
 
+def test_a_timeit_report_is_one_duration_named_by_the_statement_it_timed(tmp_path: Path) -> None:
+    """`%timeit` prints a duration, its spread and how often it ran, wrapped over two lines; read as words and
+    numbers it was four values named by fragments (`± 0 ns per loop (mean ± std. dev. of`)."""
+    new = stream("34.5 ms ± 59.4 µs per loop (mean ± std. dev. of 7 runs,\n    10 loops each)\n")
+    old = stream("1000 loops, best of 3: 4.6 ms per loop\n")
+    two = [stream("5.45 s ± 18.6 ms per loop (mean ± std. dev. of 7 runs, 1 loop each)\n"),
+           stream("3.59 s +- 0 ns per loop (mean +- std. dev. of 1 run, 1 loop each)\nspeed-up: 1.52\n")]
+    facts = facts_of(tmp_path, [code("%timeit mandelbrot_numba(size, iterations)", 1, [new]),
+                                code("%%timeit -n 10\ntotal = sum_lists(a, b)", 2, [old]),
+                                code("%timeit slow(x)\n%timeit fast(x)\nprint('speed-up:', 1.52)", 3, two)])
+    assert [(f.cell, f.label, f.value, f.unit) for f in facts] == [
+        (0, "time per loop", "34.5", "ms"), (1, "time per loop", "4.6", "ms"), (2, "time per loop", "5.45", "s"),
+        (2, "time per loop", "3.59", "s"), (2, "speed-up", "1.52", "")]
+    first = facts[0]
+    assert first.shown == "34.5 ms ± 59.4 µs per loop (mean ± std. dev. of 7 runs, 10 loops each)"
+    assert first.code == "%timeit mandelbrot_numba(size, iterations)"
+    assert first.names == "mandelbrot_numba size iterations"
+    assert facts[1].names == "total sum_lists a b"  # the cell magic times the body below it
+    assert [f.code for f in facts[2:4]] == ["%timeit slow(x)", "%timeit fast(x)"]
+
+
 def test_a_table_with_a_latex_twin_is_still_read_from_its_text(tmp_path: Path) -> None:
     """A version table (`%version_information`) writes a `tabular`, not a formula: its rows stay values."""
     out = v4.new_output("execute_result", execution_count=1, data={

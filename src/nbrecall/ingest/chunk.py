@@ -42,7 +42,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 10: a formula drawn over several lines (sympy's pretty print) is one fact in its LaTeX, not fragments; a printed
 #     value whose own segment names nothing is named by the line before it; over the notebook bound a loop's
 #     earlier steps and values nothing names give way first; a date or timestamp names a row, it is no value
-CHUNKER_VERSION = 10
+# 11: a `%timeit` report is one fact (its duration, named by the statement timed), not four fragments
+CHUNKER_VERSION = 11
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

@@ -37,6 +37,7 @@ from nbrecall.notebook.printed import (
     line_facts,
     pipe_table,
     series_entries,
+    timing_reports,
     to_number,
 )
 from nbrecall.notebook.tables import TableSummary
@@ -290,6 +291,43 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[_Print], e
         previous = ""
 
 
+_TIMEIT_MAGIC = re.compile(r"^\s*(%%?)timeit\b((?:\s+-\w+(?:\s*\d+)?)*)\s*(.*)$")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
+def _timed_statements(source: str) -> list[tuple[str, list[str]]]:
+    """Each `%timeit` (or `%%timeit`) of a cell in order: its line, and the names of the statement it times (for
+    the cell magic, the body below it)."""
+    lines = source.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        m = _TIMEIT_MAGIC.match(line)
+        if m is None:
+            continue
+        statement = m.group(3) if m.group(1) == "%" else " ".join(lines[i + 1 :])
+        names = list(dict.fromkeys(_IDENTIFIER.findall(statement)))
+        out.append((line.strip()[:160], names[:20]))
+    return out
+
+
+def _timing_facts(acc: _CellFacts, text: str, timed: list[tuple[str, list[str]]]) -> str:
+    """`%timeit` reports in a stream become one fact each (the mean or best duration, named by the statement timed:
+    the k-th report is the k-th `%timeit` still unread); the text is returned without them for the other rules.
+    `timed` is consumed, since a cell's reports may come in several stream outputs."""
+    reports = timing_reports(text)
+    if not reports:
+        return text
+    for report in reports:
+        code, names = timed.pop(0) if timed else ("", [])
+        acc.add("time per loop", report.value, report.shown, "line", unit=report.unit, code=code, names=names)
+    kept, start = [], 0
+    for report in reports:
+        kept.append(text[start : report.start])
+        start = report.end
+    kept.append(text[start:])
+    return "".join(kept)
+
+
 def _latex_facts(acc: _CellFacts, latex: str, code: str) -> None:
     for row in latex_text(latex).splitlines():
         fact = latex_row(row)
@@ -365,10 +403,12 @@ def cell_facts(
     acc = _CellFacts(cell, heading, sentence, stale, limits)
     prints = _prints(cell.source, tree) if "print" in cell.source else []
     expr = _last_expression(cell.source, tree)
+    timed = _timed_statements(cell.source) if "timeit" in cell.source else []
     for output, shown in zip(cell.outputs, rendered, strict=False):
         if output.output_type == "stream":
             if shown.name != "stderr" and shown.text.strip():
-                _text_facts(acc, shown.text, "line", prints, expr)
+                text = _timing_facts(acc, shown.text, timed) if timed else shown.text
+                _text_facts(acc, text, "line", prints, expr)
         elif output.output_type in ("execute_result", "display_data"):
             if shown.kind == "table" and shown.table is not None:
                 _table_facts(acc, shown.table, expr)

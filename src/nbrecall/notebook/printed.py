@@ -23,6 +23,7 @@ __all__ = [
     "line_facts",
     "pipe_table",
     "series_entries",
+    "timing_reports",
     "to_number",
     "value_runs",
 ]
@@ -183,6 +184,42 @@ def line_facts(line: str) -> list[tuple[str, str, str, str]]:
         found.append((label, value, run.unit, shown))
         subject = subject or label
         label_from = run.unit_end
+    return found
+
+
+# --- IPython's timing reports --------------------------------------------------------------------------------
+
+_DURATION = r"[\d.]+\s?(?:ns|µs|μs|us|ms|s|min|h)"
+# `%timeit` since IPython 6 (`34.5 ms ± 59.4 µs per loop (mean ± std. dev. of 7 runs, 10 loops each)`, which
+# IPython may wrap, with `+-` where the terminal has no `±`) and before it (`1000 loops, best of 3: 4.6 ms per
+# loop`). Read as words and numbers, one report is four values named by fragments (`± 0 ns per loop (mean ± std.
+# dev. of`); it is one duration.
+_TIMEIT = re.compile(
+    rf"(?P<new>(?P<mean>{_DURATION})\s*(?:±|\+-)\s*{_DURATION}\s+per\s+loop\s*\(mean\s*(?:±|\+-)\s*std\.\s*dev\.\s*of\s*"
+    rf"\d+\s+runs?,\s*[\d,]+\s+loops?\s+each\))"
+    rf"|(?P<old>[\d,]+\s+loops?,\s*best\s+of\s+\d+:\s*(?P<best>{_DURATION})\s+per\s+loop)"
+)
+
+
+@dataclass
+class TimingReport:
+    """One `%timeit` report in printed text: its duration (`34.5`, `ms`), the report as printed on one line, and
+    where it sits in the text."""
+
+    value: str
+    unit: str
+    shown: str
+    start: int
+    end: int
+
+
+def timing_reports(text: str) -> list[TimingReport]:
+    """The `%timeit` reports in `text`, in order (a report IPython wrapped over two lines is one)."""
+    found = []
+    for m in _TIMEIT.finditer(text):
+        duration = m.group("mean") or m.group("best")
+        number, unit = re.match(r"([\d.]+)\s?(\S+)", duration).groups()  # type: ignore[union-attr]
+        found.append(TimingReport(number, unit, " ".join(m.group().split()), m.start(), m.end()))
     return found
 
 
