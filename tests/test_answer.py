@@ -461,36 +461,6 @@ def test_a_constant_the_code_sets_does_not_beat_what_its_cell_prints() -> None:
     assert asked[0].fact.label == "pump_efficiency"
 
 
-def test_the_numbers_a_question_gives_count_for_the_cells_that_run_after_the_cell_that_sets_them() -> None:
-    # cell 2 sets the precision the question names and prints the threshold; cell 3 prints the recall at that
-    # threshold, from code without the number: the number's cell and the one after it both hold the question's
-    # inputs, so the recall is not beaten by the setup cell's printout on the inputs alone
-    from nbrecall.answer.values import RankedFact, score
-    from nbrecall.notebook.facts import Fact
-
-    sha = "t" * 40
-    setup = "threshold = thresholds[np.argmax(precisions >= 0.90)]\nprint('threshold:', threshold)"
-    after = "recall = recall_score(y_train, scores >= threshold)\nprint('recall:', recall)"
-    threshold = Fact(2, "c2", "3370.02", "threshold", "threshold: 3370.02", number=3370.02)
-    recall = Fact(3, "c3", "0.4799", "recall", "recall: 0.4799", number=0.4799)
-    hits = [Hit("clf.ipynb", "share", c, [c], f"c{c}", "code", 1.0, "", "", nb_sha=sha) for c in (2, 3)]
-    found = SearchResult("q", [NotebookResult(sha, "clf.ipynb", "share", 1.0, hits, cell_scores={2: 1.0, 3: 1.0})])
-    question = read_question("recall of the classifier once the threshold is set for a precision of 0.90")
-
-    def ranked(above: tuple[str, ...]) -> list[RankedFact]:
-        signals = {"similarity": 0.5, "keyword_raw": 1.0}
-        return score(question, [RankedFact(threshold, "clf.ipynb", sha, None, 0, setup, signals=dict(signals)),
-                                RankedFact(recall, "clf.ipynb", sha, None, 0, after, above, signals=dict(signals))],
-                     found)
-
-    alone = ranked(())
-    assert {c.fact.label: c.terms["inputs"] for c in alone} == {"threshold": 1.0, "recall": 0.0}
-    assert alone[0].fact.label == "threshold"
-    first = ranked((setup,))
-    assert {c.fact.label: c.terms["inputs"] for c in first} == {"threshold": 1.0, "recall": 1.0}
-    assert first[0].fact.label == "recall"
-
-
 def test_an_excluded_method_counts_against_the_cell_that_uses_it_not_the_prose_that_names_it() -> None:
     # "… rather than ISO": the ISO cell's code uses ISO; the markdown above the Hollingshead cell names ISO only to
     # set it aside ("outside the range of the ISO formula, we turn to …"), which is no evidence against its value

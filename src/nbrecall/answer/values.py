@@ -71,7 +71,7 @@ class ValueWeights:
     unit: float = 0.0  # added when the question names the unit written with the value ("in pcm", "liters per hour")
     position: float = 0.0  # earlier question terms weigh more in the name match (the subject comes first)
     spread: float = 0.0  # a cell next to one retrieval found gets this share of its score, per cell of distance
-    inputs: float = 0.5  # times the share of the question's numbers that its cell or the cells just above set
+    inputs: float = 0.5  # times the share of the question's numbers that the fact's cell sets or passes
     outside: float = 0.8  # multiplies the score of a fact whose notebook retrieval did not rank
     # The value's form, whatever the question (`_form`): what a notebook prints as a result looks different from
     # the settings and counters around it, in any archive. Fitted, not set by hand: `bench/answer_fit.py --loss
@@ -116,7 +116,6 @@ class RankedFact:
     year: int | None
     rank: int | None  # its notebook's position in the search result (None: found by the fact search only)
     source: str = ""  # the source of its cell (first notebooks only): words of the method around the value
-    above: tuple[str, ...] = ()  # the sources of the code cells just above it (`INPUTS_REACH`; first notebooks only)
     meaning: str = ""  # what its notebook says its variable is (`glossary`; first notebooks only)
     inputs_meaning: str = ""  # … the variables of the expression that printed it are
     signals: dict[str, float] = field(default_factory=dict)
@@ -234,7 +233,6 @@ def gather(
         wanted = None if within else {cid for cid in rows if rows[cid]["nb_sha"] == sha}
         cells = archive.manifest.cells(sha) if within else []
         sources = {c.idx: c.source for c in cells}
-        code_sources = {c.idx: c.source for c in cells if c.cell_type == "code"}
         glossary = symbol_glossary((c.cell_type, c.source) for c in cells)
         for fact in facts_of[sha]:
             cid = chunk_id(sha, fact.seq)
@@ -244,9 +242,7 @@ def gather(
             notebook = row["notebook"] if row else (nb.notebook if nb else "")
             year = row.get("year") if row else (nb.hits[0].year if nb and nb.hits else None)
             cand = RankedFact(fact, notebook, sha, year, result.notebooks.index(nb) if nb is not None else None,
-                              sources.get(fact.cell, ""),
-                              tuple(code_sources[i] for i in range(fact.cell - INPUTS_REACH, fact.cell)
-                                    if i in code_sources))
+                              sources.get(fact.cell, ""))
             own, read = _symbols(fact)
             cand.meaning, cand.inputs_meaning = meaning_of(own, glossary), meaning_of(read, glossary)
             if cid in stored and query is not None:
@@ -289,19 +285,12 @@ def _numbers_in(source: str) -> frozenset[float]:
     return frozenset(n for n in (to_number(m.group()) for m in NUMBER.finditer(source)) if n is not None)
 
 
-# How many cells above a value's own the numbers a question gives may be set (`_inputs_found`).
-INPUTS_REACH = 3
-
-
-def _inputs_found(question: Question, source: str, above: tuple[str, ...] = ()) -> float:
+def _inputs_found(question: Question, source: str) -> float:
     """The share of the numbers the question mentions ("100 US gpm", "up 400 ft", "70% efficient") that the
-    cell's code contains, or the code of the cells just above it (`INPUTS_REACH`): the value asked for is computed
-    from the numbers the question gives, in the cell that sets them or in one that runs after it (a setup cell
-    sets `threshold = 0.90`, the next one prints the recall at that threshold). Measured on the cached candidates
-    of eleven sets (bench/README.md, session 15): both development sets unchanged, three held-out values more."""
-    if not question.mentions or not (source or above):
+    cell's code contains: the value asked for is computed from the numbers the question gives."""
+    if not question.mentions or not source:
         return 0.0
-    written = _numbers_in(source).union(*(_numbers_in(code) for code in above))
+    written = _numbers_in(source)
     found = sum(1 for mention in question.mentions if any(math.isclose(n, v, rel_tol=1e-9) for n in mention
                                                           for v in written))
     return found / len(question.mentions)
@@ -386,7 +375,7 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
         s["label"] = 0.5 * recall + 0.5 * by_name.precision(name) if recall > 0 else 0.0
         s["context"] = by_place.recall(place | name) if question.terms else 0.0
         s["subject"] = by_subject.recall(name) if by_subject is not None else 0.0
-        s["inputs"] = _inputs_found(question, cand.source, cand.above)
+        s["inputs"] = _inputs_found(question, cand.source)
         terms = cand.terms = {  # each term's weight is the `ValueWeights` field of its name
             "similarity": s["similarity"], "keyword": s["keyword"], "notebook": s["notebook"], "cell": s["cell"],
             "cell_similarity": s.get("cell_similarity", 0.0), "label": s["label"], "subject": s["subject"],
