@@ -190,6 +190,7 @@ def line_facts(line: str) -> list[tuple[str, str, str, str]]:
 # --- IPython's timing reports --------------------------------------------------------------------------------
 
 _DURATION = r"[\d.]+\s?(?:ns|µs|μs|us|ms|s|min|h)"
+_DURATION_PARTS = re.compile(r"([\d.]+)\s?(\S+)")
 # `%timeit` since IPython 6 (`34.5 ms ± 59.4 µs per loop (mean ± std. dev. of 7 runs, 10 loops each)`, which
 # IPython may wrap, with `+-` where the terminal has no `±`) and before it (`1000 loops, best of 3: 4.6 ms per
 # loop`). Read as words and numbers, one report is four values named by fragments (`± 0 ns per loop (mean ± std.
@@ -217,9 +218,10 @@ def timing_reports(text: str) -> list[TimingReport]:
     """The `%timeit` reports in `text`, in order (a report IPython wrapped over two lines is one)."""
     found = []
     for m in _TIMEIT.finditer(text):
-        duration = m.group("mean") or m.group("best")
-        number, unit = re.match(r"([\d.]+)\s?(\S+)", duration).groups()  # type: ignore[union-attr]
-        found.append(TimingReport(number, unit, " ".join(m.group().split()), m.start(), m.end()))
+        duration = _DURATION_PARTS.fullmatch(m.group("mean") or m.group("best"))
+        if duration is not None:  # always: both groups are a `_DURATION`
+            found.append(TimingReport(duration.group(1), duration.group(2), " ".join(m.group().split()), m.start(),
+                                      m.end()))
     return found
 
 
