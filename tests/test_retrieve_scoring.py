@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nbrecall.index.fusion import fuse
-from nbrecall.records import FusionSettings, StoreHit, StoreQuery
+from nbrecall.records import FusionSettings, StoreHit
 from nbrecall.search.retrieve import (
     group_by_notebook,
     intent_kinds,
@@ -15,6 +15,7 @@ from nbrecall.search.retrieve import (
     shown_order,
     snippet,
 )
+from retrieval_fakes import FakeManifest, FakeStore
 
 
 def row(chunk: str, nb: str = "a", kind: str = "code", anchor: int = 0, text: str = "", **extra) -> dict:
@@ -112,39 +113,13 @@ def test_negated_words_are_not_keyword_evidence() -> None:
     assert keyword_query("where is the drag computed") == "where is the drag computed"
 
 
-class _Store:
-    def __init__(self, hits: list[StoreHit]) -> None:
-        self.hits, self.texts, self.kinds = hits, [], []
-
-    def search(self, query: StoreQuery) -> list[StoreHit]:
-        self.texts.append(query.text)
-        kinds = query.filters.kinds
-        self.kinds.append(kinds)
-        return [StoreHit(dict(h.row), h.score) for h in self.hits if kinds is None or h.row["kind"] in kinds]
-
-    def search_facts(self, query: StoreQuery) -> list[StoreHit]:
-        self.texts.append(query.text)
-        self.kinds.append("facts")
-        return [StoreHit(dict(h.row), h.score) for h in self.hits if h.row["kind"] == "fact"]
-
-
-class _Manifest:
-    def indexed_shas(self, among: object = None) -> set[str]:
-        return {"a"}
-
-    def cells(self, sha: str) -> list:  # type: ignore[type-arg]
-        return []
-
-    def paths_of(self, sha: str) -> list[tuple[str, str]]:
-        return [("/r", "a.ipynb")]
-
-
 def test_retrieve_searches_keywords_without_the_negated_words() -> None:
     from nbrecall.config import RetrieveSettings
 
     base = {"notebook": "a.ipynb", "root": "/r", "heading": "", "anchor_id": ""}
-    store = _Store([StoreHit(row("x", text="full fine-tuning F1 0.94", **base), 1.0)])
-    retrieve("F1 of full fine-tuning (no LoRA)", store, _Manifest(), None, RetrieveSettings())  # type: ignore[arg-type]
+    store = FakeStore([StoreHit(row("x", text="full fine-tuning F1 0.94", **base), 1.0)])
+    manifest = FakeManifest("a", "a.ipynb")
+    retrieve("F1 of full fine-tuning (no LoRA)", store, manifest, None, RetrieveSettings())  # type: ignore[arg-type]
     assert set(store.texts) == {"F1 of full fine-tuning"}  # the content search and the fact search
 
 
@@ -152,7 +127,7 @@ def test_notebooks_are_ranked_by_their_content_and_facts_shown_inside_them() -> 
     from nbrecall.config import RetrieveSettings
 
     base = {"root": "/r", "heading": "", "anchor_id": ""}
-    store = _Store([
+    store = FakeStore([
         StoreHit(row("a1", nb="a", kind="code", anchor=1, notebook="a.ipynb", **base), 0.9),
         # b's facts score higher than a's chunk, but b has no content chunk that matches: a stays first
         StoreHit(row("b1", nb="b", kind="fact", anchor=3, notebook="b.ipynb", **base), 1.0),
@@ -160,9 +135,8 @@ def test_notebooks_are_ranked_by_their_content_and_facts_shown_inside_them() -> 
         StoreHit(row("a2", nb="a", kind="fact", anchor=2, notebook="a.ipynb", **base), 0.8),
         StoreHit(row("a3", nb="a", kind="fact", anchor=1, notebook="a.ipynb", **base), 0.8),
     ])
-    manifest = _Manifest()
+    manifest = FakeManifest("a", "a.ipynb")
     manifest.indexed_shas = lambda among=None: {"a", "b"}  # type: ignore[method-assign]
-    manifest.facts = lambda sha: []  # type: ignore[attr-defined]
     found = retrieve("anything", store, manifest, None, RetrieveSettings())  # type: ignore[arg-type]
     assert [nb.nb_sha for nb in found.notebooks] == ["a"]
     assert [(h.kind, h.cell) for h in found.notebooks[0].hits] == [("code", 1), ("fact", 2)]  # cell 1 shown once

@@ -10,8 +10,9 @@ from typing import Any
 from nbrecall.answer.places import where_answer
 from nbrecall.answer.question import read_question
 from nbrecall.config import RetrieveSettings
-from nbrecall.records import CellRecord, Hit, StoreHit, StoreQuery
+from nbrecall.records import CellRecord, Hit, StoreHit
 from nbrecall.search.retrieve import NotebookResult, SearchResult, retrieve, work_first
+from retrieval_fakes import FakeManifest, FakeStore
 
 SHA = "b" * 40
 PATH = "bode_plot.ipynb"
@@ -91,36 +92,6 @@ def test_a_where_answer_cites_the_worked_cell_and_the_markdown_above_it() -> Non
     assert "Cell 11: `plot_bode(H)`" in answer.text
 
 
-class _Store:
-    """A store that returns the same content hits for every content search, and no facts."""
-
-    def __init__(self, hits: list[StoreHit]) -> None:
-        self.hits = hits
-
-    def search(self, query: StoreQuery) -> list[StoreHit]:
-        return [StoreHit(dict(h.row), h.score) for h in self.hits]
-
-    def search_facts(self, query: StoreQuery) -> list[StoreHit]:
-        return []
-
-
-class _Manifest:
-    def __init__(self, cells: list[CellRecord]) -> None:
-        self._cells = cells
-
-    def indexed_shas(self, among: object = None) -> set[str]:
-        return {SHA}
-
-    def cells(self, sha: str) -> list[CellRecord]:
-        return self._cells
-
-    def paths_of(self, sha: str) -> list[tuple[str, str]]:
-        return [("/r", PATH)]
-
-    def facts(self, sha: str) -> list[Any]:
-        return []
-
-
 def _row(cell: int, kind: str, cells: list[int]) -> dict[str, Any]:
     return {"chunk_id": f"{SHA[:20]}-{cell}", "nb_sha": SHA, "notebook": PATH, "root": "/r", "kind": kind,
             "anchor": cell, "anchor_id": f"c{cell}", "cells": cells, "text": "", "heading": "", "health": 1.0}
@@ -130,15 +101,16 @@ def test_search_lists_first_the_cell_an_answer_cites() -> None:
     # retrieve itself orders the hits, so search, the answer's citation and the LLM context's neighbourhood agree
     cells = [CellRecord(SHA, i, f"c{i}", "markdown" if i in (1, 9, 12) else "code", None, f"cell {i}", "")
              for i in range(15)]
-    store = _Store([StoreHit(_row(1, "text", [1]), 1.00), StoreHit(_row(11, "figure", [10, 11]), 0.95),
-                    StoreHit(_row(12, "text", [12]), 0.93), StoreHit(_row(9, "text", [9]), 0.80)])
-    found = retrieve("bode magnitude", store, _Manifest(cells), None, RetrieveSettings())  # type: ignore[arg-type]
+    store = FakeStore([StoreHit(_row(1, "text", [1]), 1.00), StoreHit(_row(11, "figure", [10, 11]), 0.95),
+                       StoreHit(_row(12, "text", [12]), 0.93), StoreHit(_row(9, "text", [9]), 0.80)])
+    manifest = FakeManifest(SHA, PATH, cells)
+    found = retrieve("bode magnitude", store, manifest, None, RetrieveSettings())  # type: ignore[arg-type]
     nb = found.notebooks[0]
     assert nb.hits[0].cell == 11 and {h.cell for h in nb.hits} >= {1, 11, 12}
     around = [c.idx for c in nb.neighbourhood]
     assert 11 in around and 1 not in around
     question = read_question("where is the bode magnitude drawn?")
     assert where_answer(question, found, _archive(cells)).citations[0].cell == 11
-    off = retrieve("bode magnitude", store, _Manifest(cells), None,  # type: ignore[arg-type]
+    off = retrieve("bode magnitude", store, manifest, None,  # type: ignore[arg-type]
                    RetrieveSettings(work_region=0.0))
     assert off.notebooks[0].hits[0].cell == 1
