@@ -137,6 +137,7 @@ def test_an_output_with_a_front_ends_own_key_is_read_with_the_key_dropped() -> N
         (b"", "empty file"),
         (b'{"nbformat": 4, "nbformat_minor": 5, "cells": [', "truncated JSON"),
         (b"{not json", "invalid JSON"),
+        (b"../examples/steady_flow.ipynb", "the file holds only the path '../examples/steady_flow.ipynb' (a symbolic"),
         (b'{"hello": "world"}', "not a notebook"),
         (b"[1, 2, 3]", "not a notebook"),
         (b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": 7}', "schema violation"),

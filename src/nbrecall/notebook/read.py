@@ -77,6 +77,11 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
     except RecursionError as exc:
         raise fail("JSON nested too deeply to parse") from exc
     except json.JSONDecodeError as exc:
+        target = text.strip()
+        if "\n" not in target and len(target) <= 1024 and target.lower().endswith(".ipynb"):
+            # what Git writes for a symbolic link where it cannot make one (`core.symlinks` false, a zip of a clone)
+            raise fail(f"not a notebook: the file holds only the path {target!r} (a symbolic link saved as a text "
+                       "file? index the notebook it names instead)") from exc
         # A string still open at the end of the file is reported where it starts: that is a cut file too.
         cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
         kind = "truncated JSON" if cut else "invalid JSON"
