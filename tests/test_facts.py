@@ -166,6 +166,42 @@ def test_table_cells_series_entries_and_printed_tables(tmp_path: Path) -> None:
     assert labels[("table", "64 · m11")] == "0.87"
 
 
+def test_a_table_printed_as_aligned_text_names_each_number_by_its_row_and_column(tmp_path: Path) -> None:
+    """`print(classification_report(...))`, a regression summary and `print(df)` align each number under its
+    column's name; read line by line, a row's numbers ran together into one value named by the row alone."""
+    report = ("              precision    recall  f1-score   support\n\n"
+              "           0       0.93      0.96      0.95        27\n"
+              "           1       0.94      0.91      0.92        33\n\n"
+              "    accuracy                           0.93        60\n"
+              "   macro avg       0.93      0.94      0.93        60\n")
+    summary = ("==============================================================================\n"
+               "Dep. Variable:                      y   R-squared:                       0.933\n"
+               "==============================================================================\n"
+               "                 coef    std err          t      P>|t|      [0.025      0.975]\n"
+               "------------------------------------------------------------------------------\n"
+               "const         -0.0081      0.020     -0.413      0.680      -0.047       0.031\n"
+               "x1             0.4512      0.023     19.601      0.000       0.406       0.496\n"
+               "==============================================================================\n")
+    frame = pd.DataFrame({"porosity": [0.12, 0.311], "perm md": [10, 3000]}, index=pd.Index(["A", "C"], name="Well"))
+    facts = facts_of(tmp_path, [
+        code("print(classification_report(y_test, y_pred))", 1, [stream(report)]),
+        code("print(results.summary())", 2, [stream(summary)]),
+        code("print(wells)", 3, [stream(str(frame) + "\nKp = 5.97 tauI = 2.48\n")]),
+    ])
+    named = {(f.cell, f.label): (f.value, f.origin) for f in facts}
+    assert named[(0, "1 · recall")] == ("0.91", "table")
+    assert named[(0, "accuracy · f1-score")] == ("0.93", "table")  # a row with empty columns keeps its place
+    assert named[(0, "macro avg · recall")] == ("0.94", "table")
+    assert named[(1, "x1 · coef")] == ("0.4512", "table")
+    assert named[(1, "x1 · std err")] == ("0.023", "table")
+    assert named[(1, "const · P>|t|")] == ("0.680", "table")
+    # `label: value` pairs are no column names: that line is read as a line
+    assert [(f.value, f.origin) for f in facts if f.label.endswith("R-squared")] == [("0.933", "line")]
+    assert named[(2, "C · perm md")] == ("3000", "table")  # pandas' line for the index's name is skipped
+    assert named[(2, "tauI")] == ("2.48", "line")  # the line after the table is read as a line again
+    assert not [f for f in facts if f.origin == "line" and " " in f.value.strip()]  # no numbers run together
+
+
 def test_the_last_of_a_repeated_label_is_final(tmp_path: Path) -> None:
     lines = "".join(f"iteration {i}: flow = {1000 - i}.5\n" for i in range(5))
     facts = facts_of(tmp_path, [code("for i in range(5):\n    print(...)", 1, [stream(lines)])])

@@ -43,7 +43,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     value whose own segment names nothing is named by the line before it; over the notebook bound a loop's
 #     earlier steps and values nothing names give way first; a date or timestamp names a row, it is no value
 # 11: a `%timeit` report is one fact (its duration, named by the statement timed), not four fragments
-CHUNKER_VERSION = 11
+# 12: a table printed as aligned text (`print(df)`, a classification report, a regression summary) gives a fact per
+#     number, named by its row and column, instead of one value per line with its numbers run together
+CHUNKER_VERSION = 12
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

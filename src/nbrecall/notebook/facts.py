@@ -29,6 +29,7 @@ from nbrecall.notebook.printed import (
     NOISE,
     NUMBER,
     OBJECT_REPR,
+    aligned_tables,
     call_entries,
     dict_entries,
     grid_values,
@@ -253,11 +254,21 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[_Print], e
             for label, value, shown in grid_values(header, rows, 1)[: acc.limits.per_table]:
                 acc.add(label, value, shown, "table", code=code, names=expr_names)
             return
+    tables = {table.first: table for table in aligned_tables(content)}
     previous = ""
+    skip_to = -1
     for i, line in enumerate(content):
+        if i <= skip_to:
+            continue
         pr = _match_print(line, prints, i, len(content)) if origin == "line" else None
         line_code = pr.code if pr else code
         names = pr.names if pr else expr_names
+        if i in tables:  # a table printed as aligned text: each number named by its row and column
+            aligned = tables[i]
+            for label, value, shown in grid_values(aligned.header, aligned.rows, 1)[: acc.limits.per_table]:
+                acc.add(label, value, shown, "table", code=line_code, names=names)
+            skip_to, previous = aligned.last, ""
+            continue
         stripped = line.strip()
         called = call_entries(stripped)
         if called:  # `KNeighborsClassifier(n_neighbors=13, …)`: the repr as one value, and its arguments

@@ -3,7 +3,8 @@
 No library reads labelled values out of free-form printed output, so this is done here, by notation, never by
 wording: a value is a run of numbers (with `±`, `, ` or a complex part inside it); its label is the text since the
 previous value; a number that sits between words (`Well 2 mean porosity`) is part of the label; `=`, `:`, `is`,
-brackets, pipes and LaTeX `&=` rows say what is what. These rules hold across archives and languages.
+brackets, pipes, columns aligned under a line of names and LaTeX `&=` rows say what is what. These rules hold across
+archives and languages.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from dataclasses import dataclass
 
 __all__ = [
     "NOISE",
+    "AlignedTable",
     "NUMBER",
     "OBJECT_REPR",
+    "aligned_tables",
     "call_entries",
     "dict_entries",
     "grid_values",
@@ -364,6 +367,90 @@ def grid_values(header: list[str], rows: list[list[str]], depth: int) -> list[tu
             label = f"{named} · {header[j]}".strip(" ·")
             out.append((label, cell, f"{label}: {cell}"))
     return out
+
+
+# --- tables printed as aligned text ---------------------------------------------------------------------------
+
+# A field of an aligned line: text between runs of two or more spaces (`std err`, `macro avg` stay one field).
+_FIELD = re.compile(r"\S+(?: \S+)*")
+_RULE = re.compile(r"^[\s\-=+|:_~]+$")
+
+
+@dataclass
+class AlignedTable:
+    """A table printed as aligned text (`print(df)`, a classification report, a regression or fit summary)."""
+
+    first: int  # the header line's index in the lines read
+    last: int  # the last row's index
+    header: list[str]  # "" for the row names' column, then each column's name
+    rows: list[list[str]]  # each row's name ("" when it has none), then its cell under each column ("" if none)
+
+
+def _fields(line: str) -> list[tuple[int, int, str]]:
+    return [(m.start(), m.end(), m.group()) for m in _FIELD.finditer(line)]
+
+
+def _header_fields(line: str) -> list[tuple[int, int, str]] | None:
+    """A line that names columns: two fields or more, none of them a number, most of them holding a letter."""
+    fields = _fields(line)
+    if len(fields) < 2 or any(to_number(text) is not None for _, _, text in fields):
+        return None
+    if sum(1 for _, _, text in fields if re.search(r"[^\W\d_]", text)) * 2 < len(fields):
+        return None
+    if any(text.endswith((":", "=")) for _, _, text in fields):
+        return None  # `Dep. Variable:    y` pairs, not column names
+    return fields
+
+
+def _aligned_row(line: str, header: list[tuple[int, int, str]]) -> list[str] | None:
+    """The row's name and a cell per column, each field placed under the one column whose name it overlaps; None
+    when a field sits under no column or under several, or the row holds no number."""
+    cells = [""] * (len(header) + 1)
+    for n, (start, end, text) in enumerate(_fields(line)):
+        under = [k for k, (hs, he, _) in enumerate(header) if start < he and hs < end]
+        if not under and n == 0 and end <= header[0][0]:
+            cells[0] = text  # the row's name, left of every column
+        elif len(under) == 1 and not cells[under[0] + 1]:
+            cells[under[0] + 1] = "" if text in ("...", "…") else text  # pandas' elided columns
+        else:
+            return None
+    return cells if any(to_number(c) is not None for c in cells[1:]) else None
+
+
+def aligned_tables(lines: list[str]) -> list[AlignedTable]:
+    """Tables printed as aligned text: a line of column names, then rows whose fields sit under those names (at
+    least two). Columns are told apart by position, not by a separator: pandas, scikit-learn's
+    `classification_report` and statsmodels' summaries align each number under its column's name (right-aligned
+    or left), which is what makes `x1   0.4512   0.023   19.601` read as coef, std err and t."""
+    expanded = [line.expandtabs() for line in lines]
+    found: list[AlignedTable] = []
+    i = 0
+    while i < len(expanded):
+        header = _header_fields(expanded[i])
+        if header is None:
+            i += 1
+            continue
+        j = i + 1
+        # a rule under the names, and pandas' line for the index's name (`Date` alone)
+        while j < len(expanded) and (_RULE.match(expanded[j]) or (
+                j == i + 1 and len(_fields(expanded[j])) == 1 and _fields(expanded[j])[0][1] <= header[0][0]
+                and to_number(expanded[j].strip()) is None)):
+            j += 1
+        rows: list[list[str]] = []
+        last = j - 1
+        while j < len(expanded):
+            row = _aligned_row(expanded[j], header)
+            if row is None:
+                break
+            rows.append(row)
+            last = j
+            j += 1
+        if len(rows) >= 2:
+            found.append(AlignedTable(i, last, ["", *(text for _, _, text in header)], rows))
+            i = last + 1
+        else:
+            i += 1
+    return found
 
 
 def pipe_table(lines: list[str]) -> tuple[list[str], list[list[str]]] | None:
