@@ -42,6 +42,9 @@ def facts_of(tmp_path: Path, cells: list, limits: FactLimits | None = None, stal
         # a date or a timestamp names a time series' row; its digits are no values
         ("2012-12-31    0.251344", [("2012-12-31", "0.251344")]),
         ("2019-11-01 04:00:00  6.0", [("2019-11-01 04:00:00", "6.0")]),
+        # a unit followed by a comma ends a clause: `%time`'s user time is a value, not part of the next label
+        ("CPU times: user 1.2 s, sys: 3.1 ms, total: 1.21 s",
+         [("CPU times: user", "1.2"), ("sys", "3.1"), ("total", "1.21")]),
     ],
 )
 def test_line_facts(line: str, expected: list[tuple[str, str]]) -> None:
@@ -128,12 +131,15 @@ def test_a_timeit_report_is_one_duration_named_by_the_statement_it_timed(tmp_pat
     old = stream("1000 loops, best of 3: 4.6 ms per loop\n")
     two = [stream("5.45 s ± 18.6 ms per loop (mean ± std. dev. of 7 runs, 1 loop each)\n"),
            stream("3.59 s +- 0 ns per loop (mean +- std. dev. of 1 run, 1 loop each)\nspeed-up: 1.52\n")]
+    long = stream("1min 3s ± 2.1 s per loop (mean ± std. dev. of 7 runs, 1 loop each)\n")
     facts = facts_of(tmp_path, [code("%timeit mandelbrot_numba(size, iterations)", 1, [new]),
                                 code("%%timeit -n 10\ntotal = sum_lists(a, b)", 2, [old]),
-                                code("%timeit slow(x)\n%timeit fast(x)\nprint('speed-up:', 1.52)", 3, two)])
+                                code("%timeit slow(x)\n%timeit fast(x)\nprint('speed-up:', 1.52)", 3, two),
+                                code("%timeit -r 7 train(model)", 4, [long])])
     assert [(f.cell, f.label, f.value, f.unit) for f in facts] == [
         (0, "time per loop", "34.5", "ms"), (1, "time per loop", "4.6", "ms"), (2, "time per loop", "5.45", "s"),
-        (2, "time per loop", "3.59", "s"), (2, "speed-up", "1.52", "")]
+        (2, "time per loop", "3.59", "s"), (2, "speed-up", "1.52", ""),
+        (3, "time per loop", "1min 3s", "")]  # over a minute: the duration as printed, not its seconds alone
     first = facts[0]
     assert first.shown == "34.5 ms ± 59.4 µs per loop (mean ± std. dev. of 7 runs, 10 loops each)"
     assert first.code == "%timeit mandelbrot_numba(size, iterations)"

@@ -45,7 +45,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 11: a `%timeit` report is one fact (its duration, named by the statement timed), not four fragments
 # 12: a table printed as aligned text (`print(df)`, a classification report, a regression summary) gives a fact per
 #     number, named by its row and column, instead of one value per line with its numbers run together
-CHUNKER_VERSION = 12
+# 13: a value followed by its unit and a comma ends a clause (`user 1.2 s, sys: …` keeps 1.2); a `%timeit` over a
+#     minute is one duration (`1min 3s`), not its seconds; a timed statement is named by the names its code reads
+CHUNKER_VERSION = 13
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

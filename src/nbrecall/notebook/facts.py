@@ -315,8 +315,9 @@ def _timed_statements(source: str) -> list[tuple[str, list[str]]]:
         m = _TIMEIT_MAGIC.match(line)
         if m is None:
             continue
-        statement = m.group(3) if m.group(1) == "%" else " ".join(lines[i + 1 :])
-        names = list(dict.fromkeys(_IDENTIFIER.findall(statement)))
+        statement = m.group(3) if m.group(1) == "%" else "\n".join(lines[i + 1 :])
+        tree = _parse(statement, None)
+        names = _names(tree) if tree is not None else list(dict.fromkeys(_IDENTIFIER.findall(statement)))
         out.append((line.strip()[:160], names[:20]))
     return out
 

@@ -129,7 +129,7 @@ def _inside_label(line: str, run: _Run, previous_end: int) -> bool:
     after = line[run.end :]
     if re.match(r"\s*(?:°[CFK]|[%°‰])?\s*(?:[=:]|\b(?:is|are|was|were|ist)\b)\s*[-+−]?[\d.]", after):
         return True  # `Well 2 is 0.200`, `at -10°C = 17.48`: the number names what the next value is of
-    word = re.match(r"\s+([A-Za-zÀ-ÿ][\w'-]*)(\S*)", after)
+    word = re.match(r"\s+([A-Za-zÀ-ÿ][\w'-]*)([^\s,;]*)", after)  # `1.2 s, sys`: the comma ends the clause
     if not word or word.group(1).lower() in _NOT_UNIT or word.group(2)[:1] in ("/", "^", "*", "²", "³"):
         return False
     rest = after[word.end() :]
@@ -192,7 +192,7 @@ def line_facts(line: str) -> list[tuple[str, str, str, str]]:
 
 # --- IPython's timing reports --------------------------------------------------------------------------------
 
-_DURATION = r"[\d.]+\s?(?:ns|µs|μs|us|ms|s|min|h)"
+_DURATION = r"(?:[\d.]+\s?(?:h|min)\s+)?[\d.]+\s?(?:ns|µs|μs|us|ms|s|min|h)"  # `1min 3s` over a minute
 _DURATION_PARTS = re.compile(r"([\d.]+)\s?(\S+)")
 # `%timeit` since IPython 6 (`34.5 ms ± 59.4 µs per loop (mean ± std. dev. of 7 runs, 10 loops each)`, which
 # IPython may wrap, with `+-` where the terminal has no `±`) and before it (`1000 loops, best of 3: 4.6 ms per
@@ -221,10 +221,10 @@ def timing_reports(text: str) -> list[TimingReport]:
     """The `%timeit` reports in `text`, in order (a report IPython wrapped over two lines is one)."""
     found = []
     for m in _TIMEIT.finditer(text):
-        duration = _DURATION_PARTS.fullmatch(m.group("mean") or m.group("best"))
-        if duration is not None:  # always: both groups are a `_DURATION`
-            found.append(TimingReport(duration.group(1), duration.group(2), " ".join(m.group().split()), m.start(),
-                                      m.end()))
+        duration = m.group("mean") or m.group("best")
+        parts = _DURATION_PARTS.fullmatch(duration)
+        value, unit = (parts.group(1), parts.group(2)) if parts else (duration, "")  # `1min 3s`: as printed
+        found.append(TimingReport(value, unit, " ".join(m.group().split()), m.start(), m.end()))
     return found
 
 
