@@ -42,8 +42,10 @@ def by_corpus(path: Path) -> dict[str, list[Query]]:
 def measure(archive: Archive, queries: list[Query], rows: list[str] | None = None) -> dict[str, int]:
     """Counts over `queries`: notebooks found, values given, first citations right, values in the LLM context.
     `rows`: one tab-separated line per question is appended (id, kind, notebook rank, value first, value in the
-    first three, first cell right, value in the context), to compare two runs question by question."""
-    counts = dict.fromkeys(("n", "nb1", "nb3", "values", "v1", "v3", "vcell", "context", "where", "wcell"), 0)
+    first three, first cell right, value in the context, a right cell among the first three places), to compare two
+    runs question by question."""
+    counts = dict.fromkeys(("n", "nb1", "nb3", "values", "v1", "v3", "vcell", "context", "where", "wcell", "wcell3"),
+                           0)
     for q, result, cands, context in prepare(archive, archive.settings, queries, None):
         ranked = score(read_question(q.query), copy.deepcopy(cands), result)
         outcome = judge_answer(q, extractive_answer(q.query, result, archive, ranked=ranked), context)
@@ -51,7 +53,7 @@ def measure(archive: Archive, queries: list[Query], rows: list[str] | None = Non
         if rows is not None:
             rows.append("\t".join(str(x) for x in (q.id, q.kind, rank, int(bool(outcome.value_first)),
                                                     int(bool(outcome.value_top3)), int(outcome.cell_first),
-                                                    int(bool(outcome.in_context)))))
+                                                    int(bool(outcome.in_context)), int(outcome.cell_top3))))
         counts["n"] += 1
         counts["nb1"] += rank == 1
         counts["nb3"] += rank is not None and rank <= 3
@@ -64,6 +66,7 @@ def measure(archive: Archive, queries: list[Query], rows: list[str] | None = Non
         elif q.kind == "where":
             counts["where"] += 1
             counts["wcell"] += outcome.cell_first
+            counts["wcell3"] += outcome.cell_top3
     return counts
 
 
@@ -76,13 +79,14 @@ def main() -> None:
                         help="the folder of a corpus outside ../shared (a fresh set's fetched repositories)")
     parser.add_argument("--per-question", type=Path, metavar="FILE",
                         help="write one line per question (id, kind, notebook rank, value@1, value@3, cell@1, "
-                             "context) to FILE")
+                             "context, cell@3) to FILE")
     args = parser.parse_args()
     rows: list[str] = []
     roots = {**ROOTS, **dict(item.split("=", 1) for item in args.root)}
     archives: dict[str, Archive] = {k: open_archive(Path(v)) for k, v in (item.split("=", 1) for item in args.index)}
-    print("| set | corpus | n | nb@1 | nb@3 | value@1 | value@3 | value cell@1 | where cell@1 | value in context |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| set | corpus | n | nb@1 | nb@3 | value@1 | value@3 | value cell@1 | where cell@1 | where cell@3 | "
+          "value in context |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     pooled = dict.fromkeys(("values", "v1", "v3", "context"), 0)
     for path in args.sets:
         for corpus, queries in by_corpus(path).items():
@@ -94,7 +98,7 @@ def main() -> None:
                 pooled[key] += c[key]
             print(f"| {path.stem} | {corpus} | {c['n']} | {c['nb1'] / c['n']:.3f} | {c['nb3'] / c['n']:.3f} | "
                   f"{c['v1']}/{c['values']} | {c['v3']}/{c['values']} | {c['vcell']}/{c['values']} | "
-                  f"{c['wcell']}/{c['where']} | {c['context']}/{c['values']} |")
+                  f"{c['wcell']}/{c['where']} | {c['wcell3']}/{c['where']} | {c['context']}/{c['values']} |")
     n = pooled["values"] or 1
     print(f"\npooled value questions: {pooled['values']}; value@1 {pooled['v1']} ({pooled['v1'] / n:.2f}), "
           f"value@3 {pooled['v3']} ({pooled['v3'] / n:.2f}), in the LLM context {pooled['context']} "

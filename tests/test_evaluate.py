@@ -172,3 +172,18 @@ def test_answer_cell_at_1_counts_the_same_cell_of_a_copy() -> None:
     assert not judge_answer(query, Answer("what total", "")).cell_first  # no citation
     table = answer_metrics([copy, own])
     assert table["cell@1"] == 1.0 and table["cell@1 strict"] == 0.5
+
+
+def test_answer_cell_at_3_counts_a_right_cell_among_the_first_three_places() -> None:
+    from nbrecall.answer.evaluate import answer_metrics, judge_answer
+    from nbrecall.answer.types import Answer, Citation
+
+    query = Query("q", "where is the total computed", "where", "calc.ipynb", [7])
+    places = [Citation("calc.ipynb", cell, f"c{cell}") for cell in (3, 9, 7, 8)]
+    third = judge_answer(query, Answer(query.query, "", places[:3], places=places[:3]))
+    assert not third.cell_first and third.cell_top3
+    fourth = judge_answer(query, Answer(query.query, "", places, places=[*places[:2], places[3], places[2]]))
+    assert not fourth.cell_top3  # offered fourth: not counted
+    cited_only = judge_answer(query, Answer(query.query, "", [places[0], places[2]]))
+    assert not cited_only.cell_top3  # without places, the first citation alone is the place
+    assert answer_metrics([third, fourth])["cell@3"] == 0.5

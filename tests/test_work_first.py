@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from nbrecall.answer.places import where_answer
+from nbrecall.answer.places import other_places, where_answer
 from nbrecall.answer.question import read_question
 from nbrecall.config import RetrieveSettings
 from nbrecall.records import CellRecord, Hit, StoreHit
@@ -90,6 +90,10 @@ def test_a_where_answer_cites_the_worked_cell_and_the_markdown_above_it() -> Non
     answer = where_answer(question, found, _archive(cells))
     assert [c.cell for c in answer.citations[:2]] == [11, 10]
     assert "Cell 11: `plot_bode(H)`" in answer.text
+    # the next cells retrieval found in the notebook are offered under it, the markdown already cited is not
+    assert [c.cell for c in answer.places] == [11, 1, 12]
+    assert ("Also in this notebook: Cell 1: “The magnitude of a system is the sum of its poles' and zeros' "
+            f"contributions.” [{PATH} › Cell 1]; Cell 12: “Examine the Bode plot.” [{PATH} › Cell 12]") in answer.text
 
 
 def _row(cell: int, kind: str, cells: list[int]) -> dict[str, Any]:
@@ -114,3 +118,12 @@ def test_search_lists_first_the_cell_an_answer_cites() -> None:
     off = retrieve("bode magnitude", store, manifest, None,  # type: ignore[arg-type]
                    RetrieveSettings(work_region=0.0))
     assert off.notebooks[0].hits[0].cell == 1
+
+
+def test_other_places_skip_facts_other_versions_and_cells_already_cited() -> None:
+    other = Hit("bode_plot_v2.ipynb", "/r", 4, [4], "v4", "figure", 0.95, "", "", nb_sha="c" * 40, version_of=PATH)
+    hits = [_hit(11, "figure", 1.0), _hit(12, "fact", 0.99), other, _hit(10, "text", 0.9), _hit(11, "code", 0.8),
+            _hit(9, "code", 0.7), _hit(1, "text", 0.6)]
+    nb = _notebook(hits, RUN_SCORES)
+    assert other_places(nb, {11, 10}) == [9, 1]
+    assert other_places(nb, {11}, most=1) == [10]

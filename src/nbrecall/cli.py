@@ -886,7 +886,7 @@ def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root
 
     table, outcomes = evaluate_answers(items, ask)
     out = Console()
-    columns = ["n", "value@1", "value@3", "cell@1", "cell@1 strict", "context"]
+    columns = ["n", "value@1", "value@3", "cell@1", "cell@1 strict", "cell@3", "context"]
     kinds = Table(title=f"extractive answers: {len(items)} queries over {root}")
     kinds.add_column("kind")
     for column in columns:

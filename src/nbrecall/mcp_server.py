@@ -127,8 +127,9 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
         """Answer a question from the notebooks. Returns the answer text with inline citations
         [notebook › Cell n], the cited cells, the mode ("llm" or "extractive"), a notice when something
         fell back or no value answered closely enough, and for a value question `values`: the best value and up
-        to two alternatives from other cells, each with value, label, notebook, cell and year. Same filters as
-        `search`."""
+        to two alternatives from other cells, each with value, label, notebook, cell and year; `places`: the cells
+        offered, best first (for a "where" question the cell found and up to two more of its notebook). Same
+        filters as `search`."""
         filters = parse_filters(year, project, author, tag, include_deprecated)
         found = answer_question(question, archive, settings, filters)
         return {
@@ -141,6 +142,10 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
                 for c in found.citations
             ],
             "values": [v.as_dict() for v in found.values],
+            "places": [
+                {"notebook": c.notebook, "cell": c.cell, "cell_id": c.cell_id, "nb_sha": c.nb_sha, "label": c.label()}
+                for c in found.places
+            ],
         }
 
     @server.tool()

@@ -125,7 +125,7 @@ def value_answer(question: Question, result: SearchResult, archive: Archive, fil
         notices.append("the value comes from outputs that could not be re-rendered (stale)")
     citations = list(dict.fromkeys(v.citation for v in values))
     return Answer(question.text, "\n".join(lines), citations, "extractive", "; ".join(notices) or None, values,
-                  question.kind)
+                  question.kind, places=[v.citation for v in values])
 
 
 def _value_fits(question: Question, result: SearchResult, answer: Answer | None,
@@ -213,4 +213,5 @@ def with_values(place: Answer, value: Answer | None) -> Answer:
     lines = [place.text, "Printed values that may answer it:"]
     lines.extend(f"  {v.shown} — {v.citation.label()}{_meta(v)}" for v in value.values)
     citations = list(dict.fromkeys([*place.citations, *value.citations]))
-    return Answer(place.question, "\n".join(lines), citations, place.mode, place.notice, value.values, place.kind)
+    return Answer(place.question, "\n".join(lines), citations, place.mode, place.notice, value.values, place.kind,
+                  places=[*place.places[:1], *value.places])

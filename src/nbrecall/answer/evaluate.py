@@ -7,6 +7,8 @@ query kind:
 - `cell@1`: questions of every kind whose first citation is a right cell: one of the query's cells in its
   notebook, or the same cell of a copy listed under `also` (`copy_cells`, as cell@10c counts it);
 - `cell@1 strict`: … one of the query's cells in its own notebook only;
+- `cell@3`: … a right cell among the first three places the answer offers (a value answer's values' cells; a place
+  answer's cell and the two other cells of its notebook it names), as `value@3` counts values;
 - `context`: value questions whose expected value is in the context an LLM would be sent (`llm_context`), when
   asked for.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from nbrecall.answer.types import Answer
+from nbrecall.answer.types import Answer, Citation
 from nbrecall.search.evaluate import Query
 
 AnswerFn = Callable[[str], tuple[Answer, str | None]]  # question → (answer, LLM context text or None)
@@ -31,6 +33,7 @@ class AnswerOutcome:
     cell_first: bool  # the first citation is a right cell (of the query's notebook or the same cell of a copy)
     in_context: bool | None
     strict_cell_first: bool = False  # … a right cell of the query's own notebook
+    cell_top3: bool = False  # a right cell among the first three places offered (`Answer.places`)
 
 
 def _norm(path: str) -> str:
@@ -48,7 +51,14 @@ def judge_answer(query: Query, answer: Answer, context: str | None = None) -> An
     first = answer.citations[0] if answer.citations else None
     strict = first is not None and _norm(first.notebook) == _norm(query.notebook) and first.cell in query.cells
     copies = {_norm(nb): set(cells) for nb, cells in query.copy_cells.items()}
-    cell_first = strict or (first is not None and first.cell in copies.get(_norm(first.notebook), ()))
+
+    def right(citation: Citation) -> bool:
+        return (_norm(citation.notebook) == _norm(query.notebook) and citation.cell in query.cells) or (
+            citation.cell in copies.get(_norm(citation.notebook), ()))
+
+    cell_first = first is not None and right(first)
+    places = answer.places or answer.citations[:1]
+    cell_top3 = cell_first or any(right(c) for c in places[:3])
     value_first = value_top3 = in_context = None
     if query.kind == "value" and query.answer:
         shown = _shown(answer)
@@ -56,7 +66,7 @@ def judge_answer(query: Query, answer: Answer, context: str | None = None) -> An
         value_top3 = any(query.answer in s for s in shown[:3])
         if context is not None:
             in_context = query.answer in context
-    return AnswerOutcome(query, answer, value_first, value_top3, cell_first, in_context, strict)
+    return AnswerOutcome(query, answer, value_first, value_top3, cell_first, in_context, strict, cell_top3)
 
 
 def answer_metrics(outcomes: Iterable[AnswerOutcome]) -> dict[str, float]:
@@ -65,7 +75,8 @@ def answer_metrics(outcomes: Iterable[AnswerOutcome]) -> dict[str, float]:
     contexts = [o for o in values if o.in_context is not None]
     n = len(items) or 1
     table = {"n": float(len(items)), "cell@1": sum(o.cell_first for o in items) / n,
-             "cell@1 strict": sum(o.strict_cell_first for o in items) / n}
+             "cell@1 strict": sum(o.strict_cell_first for o in items) / n,
+             "cell@3": sum(o.cell_top3 for o in items) / n}
     if values:
         table["n values"] = float(len(values))
         table["value@1"] = sum(bool(o.value_first) for o in values) / len(values)

@@ -45,7 +45,8 @@ class Answer:
     """A complete answer: text with inline citations, the cited cells, and how it was made.
 
     A value answer also lists `values`: the best first, then up to two alternatives from other cells or
-    notebooks ("also found"). `kind` is what the question asked for (`value`, `where`, `term`, `general`)."""
+    notebooks ("also found"); a place answer offers up to two other cells of its notebook (`places`). `kind` is
+    what the question asked for (`value`, `where`, `term`, `general`)."""
 
     question: str
     text: str
@@ -54,6 +55,9 @@ class Answer:
     notice: str | None = None  # e.g. "LLM endpoint failed (timeout); extractive answer shown"
     values: list[FoundValue] = field(default_factory=list)
     kind: str = ""
+    # The cells offered as the answer, best first: a value answer's values' cells; a place answer's cell, then up
+    # to two more cells of its notebook that retrieval found next (what `cell@3` of `nbrecall eval --answers` reads)
+    places: list[Citation] = field(default_factory=list)
 
 
 @dataclass
@@ -80,5 +84,6 @@ class AnswerEvent:
                 "kind": self.answer.kind,
                 "citations": [c.__dict__ for c in self.answer.citations],
                 "values": [v.as_dict() for v in self.answer.values],
+                "places": [c.__dict__ for c in self.answer.places],
             }
         return data

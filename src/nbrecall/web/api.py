@@ -172,6 +172,7 @@ ANSWER_EVENT_SCHEMA = {
                 "mode": {"type": "string"},
                 "notice": {"type": ["string", "null"]},
                 "citations": {"type": "array", "items": _CITATION},
+                "places": {"type": "array", "items": _CITATION},
             },
         },
     },
