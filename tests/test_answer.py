@@ -562,3 +562,27 @@ def test_context_values_fill_what_the_cells_leave_and_never_take_their_room() ->
     alone = build_context(_fake_result(many), budget - count_llm_tokens(share_block) - 2)
     assert [c.cell for c in full.cells if c.cell_type != "value"] == [c.cell for c in alone.cells]
     assert len(share_listed) <= shown(full.text) < shown(roomy.text) and full.tokens <= budget
+
+
+def test_only_the_best_cells_take_the_value_share_and_the_others_only_fill_what_is_left() -> None:
+    from nbrecall.answer.context import ContextValue
+
+    values = [ContextValue(f"result_{i} = {i}.5", "big.ipynb", "sha1", 100 + i, f"c{100 + i}", "Results")
+              for i in range(20)]
+    many = [CellRecord("sha1", i, f"id{i}", "code", i, f"y{i} = {i} * 2\nprint(y{i})", f"{2 * i}") for i in range(80)]
+    few = [CellRecord("sha1", 0, "id0", "code", 1, "x = 1\nprint(x)", "1")]
+
+    def listed(context_text: str) -> list[int]:
+        return [i for i in range(20) if f"Cell {100 + i}" in context_text]
+
+    # cells that fill the budget keep the room they have beside the two best cells' values: the others get crumbs
+    shared = build_context(_fake_result(many), 600, values=values, share_cells=2)
+    two = build_context(_fake_result(many), 600, values=values[:2])
+    assert [c.cell for c in shared.cells if c.cell_type != "value"] == [c.cell for c in two.cells
+                                                                         if c.cell_type != "value"]
+    assert listed(two.text) == [0, 1] and listed(shared.text)[:2] == [0, 1] and shared.tokens <= 600
+    unlimited = build_context(_fake_result(many), 600, values=values)
+    assert len([c for c in unlimited.cells if c.cell_type != "value"]) < len(
+        [c for c in shared.cells if c.cell_type != "value"])  # twenty cells' values in the share cost cells
+    # room the cells leave is filled from further down the ranking
+    assert len(listed(build_context(_fake_result(few), 600, values=values, share_cells=2).text)) > 2

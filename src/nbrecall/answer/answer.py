@@ -105,7 +105,10 @@ def _extra_cells(result: SearchResult, archive: Archive, max_notebooks: int) -> 
     return extra
 
 
-CONTEXT_VALUES = 12  # cells whose values are listed in the LLM context, at most
+CONTEXT_VALUES = 12  # cells whose values take the value list's share of the LLM context, at most
+# … and the cells whose values may fill what the context's cells leave unused (`context._fill_with_values`): the
+# fill can only add lines, so it reaches further down the ranking than the share does
+CONTEXT_FILL_VALUES = 40
 
 
 def llm_context(question: str, result: SearchResult, archive: Archive, settings: Settings,
@@ -117,12 +120,12 @@ def llm_context(question: str, result: SearchResult, archive: Archive, settings:
     if result.notebooks:
         if ranked is None:
             ranked = rank_values(read_question(question), result, archive, filters)
-        cells = {(c.nb_sha, c.fact.cell) for c in pick_values(ranked, CONTEXT_VALUES)}
+        cells = {(c.nb_sha, c.fact.cell) for c in pick_values(ranked, CONTEXT_FILL_VALUES)}
         values = [ContextValue(c.fact.statement(), c.notebook, c.nb_sha, c.fact.cell, c.fact.cell_id, c.fact.heading)
                   for c in ranked if (c.nb_sha, c.fact.cell) in cells]
     return build_context(
         result, settings.answer.context_tokens, max_notebooks=top, extra=_extra_cells(result, archive, top),
-        values=values,
+        values=values, share_cells=CONTEXT_VALUES,
     )
 
 

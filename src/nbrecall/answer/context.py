@@ -224,12 +224,29 @@ def _fill_with_values(block: str, listed: list[ContextValue], values: list[Conte
     return more, more_listed
 
 
+def _of_first_cells(values: list[ContextValue], most: int | None) -> list[ContextValue]:
+    """The values of the first `most` cells (in the order of each cell's best value); all when `most` is None."""
+    if most is None:
+        return values
+    cells: set[tuple[str, int]] = set()
+    kept = []
+    for value in values:
+        key = (value.nb_sha, value.cell)
+        if key not in cells:
+            if len(cells) >= most:
+                continue
+            cells.add(key)
+        kept.append(value)
+    return kept
+
+
 def build_context(
     result: SearchResult,
     budget_tokens: int = DEFAULT_BUDGET,
     max_notebooks: int = 3,
     extra: dict[str, list[CellRecord]] | None = None,
     values: list[ContextValue] | None = None,
+    share_cells: int | None = None,
 ) -> Context:
     """The context for `result`, inside `budget_tokens` cl100k tokens.
 
@@ -237,9 +254,10 @@ def build_context(
     order, after every neighbourhood has had its place, while the budget allows. `values` (the value facts ranked
     for the question) come first, one line each, in at most `VALUES_SHARE` of the budget, and in what the cells
     leave unused (`_fill_with_values`): a value often sits in a cell that no neighbourhood reaches, and its line is
-    a tenth of the cell's cost. Their cells are citable.
+    a tenth of the cell's cost. Their cells are citable. `share_cells`: only the values of that many best cells
+    take the share; the others can only fill what the cells leave.
     """
-    block, listed = _values_block(values or [], int(budget_tokens * VALUES_SHARE))
+    block, listed = _values_block(_of_first_cells(values or [], share_cells), int(budget_tokens * VALUES_SHARE))
     if block:
         inner = build_context(result, budget_tokens - count_llm_tokens(block) - 2, max_notebooks, extra)
         block, listed = _fill_with_values(block, listed, values or [], budget_tokens, inner)
