@@ -62,6 +62,16 @@ def test_a_resampled_series_with_its_index_name_and_frequency_is_a_series() -> N
     assert series_entries(lines) == ([("2012-01-31", "0.240591"), ("2012-12-31", "0.251344")], "Weather")
 
 
+def test_a_series_with_a_multiindex_names_each_entry_by_all_its_levels() -> None:
+    """`groupby(['learner', 'sim_mode'])[col].median()` prints each outer level once, on its group's first row."""
+    frame = pd.DataFrame({"learner": ["R", "R", "S", "S"], "mode": [1, 2, 1, 2],
+                          "pehe": [5.1787, 3.9696, 0.3644, 0.8026]})
+    text = str(frame.groupby(["learner", "mode"])["pehe"].median()) + "\n"
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert series_entries(lines) == ([("R 1", "5.1787"), ("R 2", "3.9696"), ("S 1", "0.3644"), ("S 2", "0.8026")],
+                                     "pehe")
+
+
 def test_units_are_read_after_the_value_and_a_unit_holds_no_second_value() -> None:
     found = line_facts("flow = 922210.2 foot ** 3 / hour")
     assert [(v, u) for _l, v, u, _s in found] == [("922210.2", "foot ** 3 / hour")]

@@ -327,21 +327,31 @@ _SERIES_FOOTER = re.compile(r"^(?:Freq: [^,]+, )?(?:Name: (?P<name>.*?), )?(?:Le
 
 
 def series_entries(lines: list[str]) -> tuple[list[tuple[str, str]], str] | None:
-    """A pandas Series repr (`Thursday    160131` lines, then `Name: x, dtype: int64`): its entries and name."""
+    """A pandas Series repr (`Thursday    160131` lines, then `Name: x, dtype: int64`): its entries and name.
+
+    A Series with a MultiIndex (`groupby(['learner', 'sim_mode'])[col].median()`) prints its levels' names on a
+    line of their own and each outer level once, on the first row of its group; a row that starts further right
+    takes the outer levels of the row above it (`S-Learner 2`, not `2`)."""
     if len(lines) < 2:
         return None
     footer = _SERIES_FOOTER.match(lines[-1].strip())
     body = lines[:-1] if footer else lines
-    if footer and len(body) > 2 and not _SERIES_LINE.match(body[0].strip()):
-        body = body[1:]  # the index's name on a line of its own (`Date/Time`)
+    if footer and len(body) > 2 and (not _SERIES_LINE.match(body[0].strip()) or not NUMBER.search(body[0])):
+        body = body[1:]  # the index's name on a line of its own (`Date/Time`), or its levels' names
     entries = []
+    above: list[tuple[int, str]] = []  # the levels of the row above, each with the column it starts at
     for line in body:
         m = _SERIES_LINE.match(line.strip())
         if not m or to_number(m.group(2)) is None:
             if line.strip() in ("...", "…") or not line.strip():
                 continue
             return None
-        entries.append((m.group(1), m.group(2)))
+        indent = len(line) - len(line.lstrip())
+        levels = [(indent + start, text) for start, _end, text in _fields(m.group(1))]
+        if above and levels and levels[0][0] > above[0][0]:
+            levels = [level for level in above if level[0] < levels[0][0]] + levels
+        above = levels
+        entries.append((" ".join(text for _, text in levels), m.group(2)))
     if not entries or (not footer and len(entries) < 3):
         return None
     return entries, (footer.group("name") or "") if footer else ""
