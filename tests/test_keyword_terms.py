@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import HashEmbedder, code, stream, write_nb
 from nbrecall.backends import open_manifest, open_store
 from nbrecall.config import Settings
-from nbrecall.index.terms import extra_terms, keyword_query, keyword_text
+from nbrecall.index.terms import extra_terms, keyword_query, keyword_text, terms
 from nbrecall.ingest.pipeline import run_index
 from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import retrieve
@@ -22,6 +22,15 @@ def test_terms_of_symbols_and_cjk_runs() -> None:
     stored = keyword_text("path\nheading\n\nprints ☃ twice ☃")
     assert stored == "path\nheading\nu2603 u2603\n\nprints ☃ twice ☃"  # in the header: snippets skip it
     assert keyword_query("why ☃?") == "why  u2603 ?" and keyword_query("数据分析") == " 数据 据分 分析 "
+
+
+def test_answer_terms_keep_a_hyphenated_name_whose_one_letter_part_tells_variants_apart() -> None:
+    # alone, `S` and `T` are no terms: without the whole name both learners read as `learner`
+    assert terms("median PEHE of the S-learner") == ["median", "pehe", "s-learner", "learner"]
+    assert "t-learner" in terms("T-Learner 1 · pehe") and "s-learner" not in terms("T-Learner 1 · pehe")
+    assert terms("k-means and total_ballast") == ["k-mean", "mean", "total_ballast", "total", "ballast"]
+    # parts that are digits are terms already: a number's notation is not a name
+    assert terms("rtol 1e-8, U-235, f1-score") == ["rtol", "1e", "1", "8", "u-235", "235", "f1", "1", "score"]
 
 
 def test_keyword_search_finds_non_ascii_symbols_and_words(tmp_path: Path) -> None:

@@ -58,13 +58,19 @@ def stem(word: str) -> str:
 
 def words(text: str) -> list[str]:
     """Lower-cased words in order; `total_ballast` and `totalBallast` give `total`, `ballast` (and the whole
-    identifier, which a question may name as it is: `R_tot`, `tauI`)."""
+    identifier, which a question may name as it is: `R_tot`, `tauI`). A hyphenated name with a one-letter part
+    (`S-learner`, `k-means`, `t-test`, `X-ray`) is also kept whole: alone, that letter is no term (a digit is one:
+    `1e-8` stays as it was), and it is what tells `S-learner` from `T-learner`."""
     out: list[str] = []
-    for token in re.findall(r"[^\W_]+(?:_[^\W_]+)*", text, re.UNICODE):
-        parts = [p for piece in token.split("_") for p in _CAMEL.findall(piece)]
-        if len(parts) > 1:
-            out.append(token.lower())
-        out.extend(p.lower() for p in parts)
+    for compound in re.findall(r"[^\W_]+(?:[-_][^\W_]+)*", text, re.UNICODE):
+        segments = compound.split("-")
+        if len(segments) > 1 and any(len(segment) == 1 and segment.isalpha() for segment in segments):
+            out.append(compound.lower())
+        for token in segments:
+            parts = [p for piece in token.split("_") for p in _CAMEL.findall(piece)]
+            if len(parts) > 1:
+                out.append(token.lower())
+            out.extend(p.lower() for p in parts)
     return out
 
 
