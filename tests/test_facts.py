@@ -218,6 +218,16 @@ def test_a_table_printed_as_aligned_text_names_each_number_by_its_row_and_column
     assert not [f for f in facts if f.origin == "line" and " " in f.value.strip()]  # no numbers run together
 
 
+def test_a_long_printout_is_read_for_values_beyond_the_head_and_tail_the_index_keeps(tmp_path: Path) -> None:
+    """A flight or fit report prints dozens of lines; the index keeps its head and tail, its values are read whole."""
+    filler = "".join(f"stage {chr(97 + i)}: nominal\n" for i in range(25))
+    report = filler + "Rail departure time: 9.604 s\n" + filler
+    facts = facts_of(tmp_path, [code("flight.prints.all()", 1, [stream(report)])])
+    assert ("Rail departure time", "9.604", "s") in [(f.label, f.value, f.unit) for f in facts]
+    cut = facts_of(tmp_path, [code("flight.prints.all()", 1, [stream(report)])], limits=FactLimits(stream_lines=20))
+    assert "Rail departure time" not in [f.label for f in cut]  # beyond the bound: its head and tail halves
+
+
 def test_the_last_of_a_repeated_label_is_final(tmp_path: Path) -> None:
     lines = "".join(f"iteration {i}: flow = {1000 - i}.5\n" for i in range(5))
     facts = facts_of(tmp_path, [code("for i in range(5):\n    print(...)", 1, [stream(lines)])])

@@ -48,7 +48,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 13: a value followed by its unit and a comma ends a clause (`user 1.2 s, sys: …` keeps 1.2); a `%timeit` over a
 #     minute is one duration (`1min 3s`), not its seconds; a timed statement is named by the names its code reads
 # 14: a Series with a MultiIndex (a `groupby` on two keys) is read as a Series, each entry named by all its levels
-CHUNKER_VERSION = 14
+# 15: a printout longer than the index keeps is read for values whole (up to `FactLimits.stream_lines`), not only
+#     its head and tail
+CHUNKER_VERSION = 15
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

@@ -23,7 +23,9 @@ import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from nbrecall.notebook.figures import as_text
 from nbrecall.notebook.model import Cell, Notebook, Output
+from nbrecall.notebook.output_text import collapse_carriage_returns
 from nbrecall.notebook.outputs import RenderedOutput, strip_ansi
 from nbrecall.notebook.printed import (
     NOISE,
@@ -52,6 +54,10 @@ class FactLimits:
     per_table: int = 40
     per_notebook: int = 400
     value_chars: int = 200  # a longer repr is no "value" (an array, a list of rows)
+    # A printout longer than the index keeps (its head and tail lines) is read for values up to this many lines
+    # and characters (its head and tail halves beyond): a report's values sit in its middle too
+    stream_lines: int = 400
+    stream_chars: int = 40_000
 
 
 @dataclass
@@ -206,6 +212,22 @@ class _CellFacts:
             shown=shown.strip().replace("\n", " ")[:300], unit=unit, code=code, names=" ".join(names)[:160],
             heading=self.heading, sentence=self.sentence, origin=origin, number=to_number(value), stale=self.stale,
         ))
+
+
+def _stream_text(output: Output, shown: RenderedOutput, limits: FactLimits) -> str:
+    """A stream's text for its values: what the index keeps, or when that is only its head and tail, the stream
+    itself up to `limits.stream_lines` and `stream_chars` (head and tail halves beyond)."""
+    if not shown.truncated:
+        return shown.text
+    text = collapse_carriage_returns(strip_ansi(as_text(output.text)))
+    if len(text) > limits.stream_chars:
+        half = limits.stream_chars // 2
+        text = text[:half].rsplit("\n", 1)[0] + "\n" + text[-half:].split("\n", 1)[-1]
+    lines = text.splitlines()
+    if len(lines) > limits.stream_lines:
+        half = limits.stream_lines // 2
+        lines = lines[:half] + lines[-half:]
+    return "\n".join(lines)
 
 
 def _result_text(output: Output, rendered: RenderedOutput) -> str:
@@ -419,7 +441,8 @@ def cell_facts(
     for output, shown in zip(cell.outputs, rendered, strict=False):
         if output.output_type == "stream":
             if shown.name != "stderr" and shown.text.strip():
-                text = _timing_facts(acc, shown.text, timed) if timed else shown.text
+                text = _stream_text(output, shown, limits)
+                text = _timing_facts(acc, text, timed) if timed else text
                 _text_facts(acc, text, "line", prints, expr)
         elif output.output_type in ("execute_result", "display_data"):
             if shown.kind == "table" and shown.table is not None:
