@@ -23,10 +23,8 @@ import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from nbrecall.notebook.figures import as_text
 from nbrecall.notebook.model import Cell, Notebook, Output
-from nbrecall.notebook.output_text import collapse_carriage_returns
-from nbrecall.notebook.outputs import RenderedOutput, strip_ansi
+from nbrecall.notebook.outputs import RenderedOutput, stream_text, strip_ansi
 from nbrecall.notebook.printed import (
     NOISE,
     NUMBER,
@@ -219,7 +217,7 @@ def _stream_text(output: Output, shown: RenderedOutput, limits: FactLimits) -> s
     itself up to `limits.stream_lines` and `stream_chars` (head and tail halves beyond)."""
     if not shown.truncated:
         return shown.text
-    text = collapse_carriage_returns(strip_ansi(as_text(output.text)))
+    text = stream_text(output)
     if len(text) > limits.stream_chars:
         half = limits.stream_chars // 2
         text = text[:half].rsplit("\n", 1)[0] + "\n" + text[-half:].split("\n", 1)[-1]

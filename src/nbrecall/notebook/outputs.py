@@ -62,6 +62,7 @@ __all__ = [
     "names_no_result",
     "render_output",
     "render_outputs",
+    "stream_text",
     "strip_ansi",
 ]
 
@@ -126,8 +127,13 @@ def _original_chars(output: Output) -> int:
     return sum(len(as_text(v)) for v in data.values())
 
 
+def stream_text(output: Output) -> str:
+    """A stream as a terminal shows it: escape codes removed, lines redrawn with `\\r` at their last state."""
+    return collapse_carriage_returns(strip_ansi(as_text(output.text)))
+
+
 def _render_stream(output: Output, limits: OutputLimits, original: int) -> RenderedOutput:
-    text = collapse_carriage_returns(strip_ansi(as_text(output.text)))
+    text = stream_text(output)
     kept, truncated = head_tail(text, limits)
     name = output.name if isinstance(output.name, str) else None
     return RenderedOutput("stream", kept, original, truncated, name=name or "stdout")
