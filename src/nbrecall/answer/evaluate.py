@@ -49,13 +49,15 @@ def _shown(answer: Answer) -> list[str]:
 
 def judge_answer(query: Query, answer: Answer, context: str | None = None) -> AnswerOutcome:
     first = answer.citations[0] if answer.citations else None
-    strict = first is not None and _norm(first.notebook) == _norm(query.notebook) and first.cell in query.cells
     copies = {_norm(nb): set(cells) for nb, cells in query.copy_cells.items()}
 
-    def right(citation: Citation) -> bool:
-        return (_norm(citation.notebook) == _norm(query.notebook) and citation.cell in query.cells) or (
-            citation.cell in copies.get(_norm(citation.notebook), ()))
+    def own(citation: Citation) -> bool:  # one of the query's cells in its own notebook
+        return _norm(citation.notebook) == _norm(query.notebook) and citation.cell in query.cells
 
+    def right(citation: Citation) -> bool:  # … or the same cell of a copy
+        return own(citation) or citation.cell in copies.get(_norm(citation.notebook), ())
+
+    strict = first is not None and own(first)
     cell_first = first is not None and right(first)
     places = answer.places or answer.citations[:1]
     cell_top3 = cell_first or any(right(c) for c in places[:3])
