@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from nbrecall.answer.answer import answer as answer_question
 from nbrecall.answer.places import heading_paths
+from nbrecall.answer.types import Citation
 from nbrecall.config import Settings
 from nbrecall.records import SearchFilters
 from nbrecall.service import Archive
@@ -132,20 +133,18 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
         filters as `search`."""
         filters = parse_filters(year, project, author, tag, include_deprecated)
         found = answer_question(question, archive, settings, filters)
+
+        def cells(citations: list[Citation]) -> list[dict[str, Any]]:
+            return [{**c.__dict__, "label": c.label()} for c in citations]
+
         return {
             "question": found.question,
             "text": found.text,
             "mode": found.mode,
             "notice": found.notice,
-            "citations": [
-                {"notebook": c.notebook, "cell": c.cell, "cell_id": c.cell_id, "nb_sha": c.nb_sha, "label": c.label()}
-                for c in found.citations
-            ],
+            "citations": cells(found.citations),
             "values": [v.as_dict() for v in found.values],
-            "places": [
-                {"notebook": c.notebook, "cell": c.cell, "cell_id": c.cell_id, "nb_sha": c.nb_sha, "label": c.label()}
-                for c in found.places
-            ],
+            "places": cells(found.places),
         }
 
     @server.tool()
