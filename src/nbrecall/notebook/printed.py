@@ -427,6 +427,12 @@ def _aligned_row(line: str, header: list[tuple[int, int, str]]) -> list[str] | N
     return cells if any(to_number(c) is not None for c in cells[1:]) else None
 
 
+def _index_name(line: str, header: list[tuple[int, int, str]]) -> bool:
+    """pandas' line for the index's name under the column names: one field, no number, left of every column."""
+    fields = _fields(line)
+    return len(fields) == 1 and fields[0][1] <= header[0][0] and to_number(fields[0][2]) is None
+
+
 def aligned_tables(lines: list[str]) -> list[AlignedTable]:
     """Tables printed as aligned text: a line of column names, then rows whose fields sit under those names (at
     least two). Columns are told apart by position, not by a separator: pandas, scikit-learn's
@@ -441,11 +447,8 @@ def aligned_tables(lines: list[str]) -> list[AlignedTable]:
             i += 1
             continue
         j = i + 1
-        # a rule under the names, and pandas' line for the index's name (`Date` alone)
-        while j < len(expanded) and (_RULE.match(expanded[j]) or (
-                j == i + 1 and len(_fields(expanded[j])) == 1 and _fields(expanded[j])[0][1] <= header[0][0]
-                and to_number(expanded[j].strip()) is None)):
-            j += 1
+        while j < len(expanded) and (_RULE.match(expanded[j]) or (j == i + 1 and _index_name(expanded[j], header))):
+            j += 1  # a rule under the names, and pandas' line for the index's name
         rows: list[list[str]] = []
         last = j - 1
         while j < len(expanded):
