@@ -50,7 +50,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 14: a Series with a MultiIndex (a `groupby` on two keys) is read as a Series, each entry named by all its levels
 # 15: a printout longer than the index keeps is read for values whole (up to `FactLimits.stream_lines`), not only
 #     its head and tail
-CHUNKER_VERSION = 15
+# 16: … bounded by the index's own `head_tail` (its head and tail halves past the bound, a marker between)
+CHUNKER_VERSION = 16
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from nbrecall.notebook.model import Cell, Notebook, Output
-from nbrecall.notebook.outputs import RenderedOutput, stream_text, strip_ansi
+from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, head_tail, stream_text, strip_ansi
 from nbrecall.notebook.printed import (
     NOISE,
     NUMBER,
@@ -214,18 +214,14 @@ class _CellFacts:
 
 def _stream_text(output: Output, shown: RenderedOutput, limits: FactLimits) -> str:
     """A stream's text for its values: what the index keeps, or when that is only its head and tail, the stream
-    itself up to `limits.stream_lines` and `stream_chars` (head and tail halves beyond)."""
+    itself up to `limits.stream_lines` and `stream_chars`, bounded as the index bounds it (`head_tail`: head and
+    tail halves, the lines between replaced by a marker that reads as no value)."""
     if not shown.truncated:
         return shown.text
-    text = stream_text(output)
-    if len(text) > limits.stream_chars:
-        half = limits.stream_chars // 2
-        text = text[:half].rsplit("\n", 1)[0] + "\n" + text[-half:].split("\n", 1)[-1]
-    lines = text.splitlines()
-    if len(lines) > limits.stream_lines:
-        half = limits.stream_lines // 2
-        lines = lines[:half] + lines[-half:]
-    return "\n".join(lines)
+    half = limits.stream_lines // 2
+    bounds = OutputLimits(max_chars=limits.stream_chars, stream_max_lines=limits.stream_lines, head_lines=half,
+                          tail_lines=half)
+    return head_tail(stream_text(output), bounds)[0]
 
 
 def _result_text(output: Output, rendered: RenderedOutput) -> str:
