@@ -118,16 +118,23 @@ def test_search_is_answered_by_the_running_server(served_index, monkeypatch: pyt
 
 
 def test_ask_is_answered_by_the_running_server(served_index, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    settings, _app, _port = served_index
+    import urllib.parse
+    import urllib.request
+
+    settings, _app, port = served_index
     _announce(served_index, monkeypatch)
     _no_direct_path(monkeypatch)
-    args = ["ask", "what ballast volume did we use aft for the 130 m PSV?", "--index", str(settings.index_dir),
-            "--config", CONFIG]
+    question = "what ballast volume did we use aft for the 130 m PSV?"
+    args = ["ask", question, "--index", str(settings.index_dir), "--config", CONFIG]
     result = CliRunner().invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
     answer = json.loads(result.stdout)
     assert answer["mode"] == "extractive" and answer["citations"]
     assert answer["citations"][0]["notebook"].endswith(".ipynb")
+    assert answer["values"] and answer["places"] and answer["kind"] == "value"
+    query = urllib.parse.urlencode({"q": question, "format": "json"})
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/ask?{query}", timeout=60) as response:
+        assert answer == json.loads(response.read())  # the CLI passes on all that the server answered
     plain = CliRunner().invoke(app, args)
     assert plain.exit_code == 0 and "Cited cells:" in plain.stdout and "(extractive answer)" in plain.stdout
 

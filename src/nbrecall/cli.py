@@ -1162,20 +1162,11 @@ def _answer_through_server(
         stream = server.ask(question, options)
     except ServerUnusable:
         return None
-    from nbrecall.answer.types import Answer, AnswerEvent, Citation
+    from nbrecall.answer.types import AnswerEvent
 
     def events() -> Iterator[AnswerEvent]:
         for data in stream:
-            answer = data.get("answer")
-            citation = data.get("citation")
-            yield AnswerEvent(
-                str(data.get("type", "")), text=str(data.get("text", "")),
-                citation=Citation(**citation) if citation else None,
-                answer=Answer(
-                    answer["question"], answer["text"], [Citation(**c) for c in answer.get("citations", [])],
-                    answer.get("mode", "extractive"), answer.get("notice"),
-                ) if answer else None,
-            )
+            yield AnswerEvent.from_dict(data)
 
     return events()
 

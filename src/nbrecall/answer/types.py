@@ -18,6 +18,11 @@ class Citation:
     def label(self) -> str:
         return f"[{self.notebook} › Cell {self.cell}]"
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Citation:
+        """The citation from its JSON form (its fields by name; other keys, such as a value's, are ignored)."""
+        return cls(str(data["notebook"]), int(data["cell"]), str(data["cell_id"]), str(data.get("nb_sha", "")))
+
 
 @dataclass
 class FoundValue:
@@ -39,6 +44,13 @@ class FoundValue:
                 "nb_sha": self.citation.nb_sha, "year": self.year, "stale": self.stale,
                 "score": round(self.score, 4), "meaning": self.meaning}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FoundValue:
+        """The value from its JSON form (`as_dict`), as a client of the HTTP API receives it."""
+        return cls(str(data["value"]), str(data.get("label", "")), str(data.get("shown", "")),
+                   str(data.get("unit", "")), Citation.from_dict(data), data.get("year"), bool(data.get("stale")),
+                   float(data.get("score", 0.0)), str(data.get("meaning", "")))
+
 
 @dataclass
 class Answer:
@@ -58,6 +70,15 @@ class Answer:
     # The cells offered as the answer, best first: a value answer's values' cells; a place answer's cell, then up
     # to two more cells of its notebook that retrieval found next (what `cell@3` of `nbrecall eval --answers` reads)
     places: list[Citation] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Answer:
+        """The answer from its JSON form (the `answer` of a `done` event): what `ask` reads from a running server,
+        so that its `--json` says all that an answer made here says."""
+        return cls(str(data["question"]), str(data["text"]), [Citation.from_dict(c) for c in data.get("citations", [])],
+                   str(data.get("mode", "extractive")), data.get("notice"),
+                   [FoundValue.from_dict(v) for v in data.get("values", [])], str(data.get("kind", "")),
+                   [Citation.from_dict(c) for c in data.get("places", [])])
 
 
 @dataclass
@@ -87,3 +108,10 @@ class AnswerEvent:
                 "places": [c.__dict__ for c in self.answer.places],
             }
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AnswerEvent:
+        """The event from its JSON form (`as_dict`): one server-sent event of `/api/ask`."""
+        citation, answer = data.get("citation"), data.get("answer")
+        return cls(str(data.get("type", "")), str(data.get("text", "")),
+                   Citation.from_dict(citation) if citation else None, Answer.from_dict(answer) if answer else None)
