@@ -212,6 +212,8 @@ def test_a_value_that_scores_too_low_is_offered_under_the_closest_cell(archive: 
     assert offered.notice and "score low" in offered.notice
     assert "Printed values that may answer it:" in offered.text
     assert offered.values[0].shown == given.values[0].shown
+    assert offered.places[0] == offered.citations[0]
+    assert len(set(offered.places)) == len(offered.places), offered.places  # a cell offered twice is one place
     off = extractive_answer(question, result, archive, weights=ValueWeights(min_share=0.0), ranked=low)
     assert off.text.startswith(given.values[0].shown)  # the ablation's "no min_share": the value is given
 

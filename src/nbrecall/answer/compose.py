@@ -207,11 +207,12 @@ def with_values(place: Answer, value: Answer | None) -> Answer:
     """A place answer to a question without an interrogative, followed by the printed values that score best for
     it (when any shares a word with the question): the evidence did not say the question asks for a value, so the
     cell comes first, and the values are offered under it rather than dropped. A value printed elsewhere is
-    often what was asked ("annual electricity cost for the 700 gpm pump"), and the reader sees it at once."""
+    often what was asked ("annual electricity cost for the 700 gpm pump"), and the reader sees it at once. The
+    places offered are the cited cell, then the values' cells, each once."""
     if value is None or not value.values:
         return place
     lines = [place.text, "Printed values that may answer it:"]
     lines.extend(f"  {v.shown} — {v.citation.label()}{_meta(v)}" for v in value.values)
     citations = list(dict.fromkeys([*place.citations, *value.citations]))
     return Answer(place.question, "\n".join(lines), citations, place.mode, place.notice, value.values, place.kind,
-                  places=[*place.places[:1], *value.places])
+                  places=list(dict.fromkeys([*place.places[:1], *value.places])))
