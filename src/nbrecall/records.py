@@ -228,6 +228,12 @@ class Hit:
     fact: dict[str, Any] | None = None  # a `fact` hit: value, label, unit, code (`notebook.facts.Fact`)
     chunk_seq: int | None = internal(None)
 
+    def on_own_cell(self) -> bool:
+        """A hit on its notebook's own content: not a fact (scored on its own table's BM25 scale) and not a cell
+        of another version listed under the notebook. Only these take part in choosing the cell that is cited
+        first and the other places offered (`search.retrieve.work_first`, `answer.places.other_places`)."""
+        return self.kind != FACT_KIND and self.version_of is None
+
     def contract(self) -> dict[str, Any]:
         """The contract's fields in order; the score rounded to 6 places; `fact` only on a fact hit."""
         found: dict[str, Any] = {}

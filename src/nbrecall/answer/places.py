@@ -16,7 +16,7 @@ from nbrecall.answer.question import Question
 from nbrecall.answer.sentences import first_sentence
 from nbrecall.answer.types import Answer, Citation
 from nbrecall.notebook.headings import heading_paths as cell_heading_paths
-from nbrecall.records import FACT_KIND, CellRecord
+from nbrecall.records import CellRecord
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def other_places(nb: NotebookResult, cited: set[int], most: int = OTHER_PLACES) 
     table's scale, and cells of another version listed under the notebook take no part)."""
     found: list[int] = []
     for hit in nb.hits:
-        if hit.kind == FACT_KIND or hit.version_of is not None or hit.cell in cited or hit.cell in found:
+        if not hit.on_own_cell() or hit.cell in cited or hit.cell in found:
             continue
         found.append(hit.cell)
         if len(found) >= most:

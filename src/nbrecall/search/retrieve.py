@@ -299,7 +299,7 @@ def work_first(shown: list[Hit], cell_scores: dict[int, float], region: float) -
         low, high = min(hit.cells, default=hit.cell), max(hit.cells, default=hit.cell)
         return hit.score + region * (cell_scores.get(low - 1, 0.0) + cell_scores.get(high + 1, 0.0)) / 2
 
-    own = [h for h in shown if h.kind != FACT_KIND and h.version_of is None]
+    own = [h for h in shown if h.on_own_cell()]
     best = max(own, key=supported, default=first)
     if best.kind == PROSE_KIND or supported(best) <= supported(first):
         return shown
