@@ -44,7 +44,7 @@ from scipy.optimize import minimize, minimize_scalar
 
 from answer_ablation import prepare  # the searches and candidates, made once per query (and cached)
 from nbrecall.answer.compose import extractive_answer
-from nbrecall.answer.evaluate import answer_metrics, judge_answer
+from nbrecall.answer.evaluate import answer_metrics, holds_value, judge_answer
 from nbrecall.answer.question import read_question
 from nbrecall.answer.values import TERMS, ValueWeights, score
 from nbrecall.config import load_settings
@@ -99,7 +99,8 @@ def examples(data: SetData, base: ValueWeights) -> list[Example]:
         ranked = score(read_question(q.query), copy.deepcopy(cands), result, base)
         x = np.array([[c.terms[k] for k in FITTED] for c in ranked], dtype=np.float64)
         outside = np.array([base.outside if c.outside() else 1.0 for c in ranked])
-        positive = np.array([q.answer in c.fact.shown or q.answer in c.fact.statement() for c in ranked])
+        positive = np.array([holds_value(q.answer, c.fact.shown) or holds_value(q.answer, c.fact.statement())
+                             for c in ranked])
         out.append(Example(data.name, q.id, x * outside[:, None], positive))
     return out
 

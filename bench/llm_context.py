@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nbrecall.answer.answer import answer
+from nbrecall.answer.evaluate import holds_value
 from nbrecall.config import load_settings
 from nbrecall.convert.tokens import count_llm_tokens
 from nbrecall.search.evaluate import load_queries
@@ -71,7 +72,7 @@ def run_set(name: str, index: Path, queries: Path, endpoint: FakeEndpoint, show_
         message = sent[-1]["messages"][-1]["content"] if sent else ""
         context = message.split("\n\nContext:\n\n", 1)[-1].rsplit("\n\nQuestion (again): ", 1)[0]  # the context alone
         sizes.append(count_llm_tokens(context))
-        ok = q.answer in context
+        ok = holds_value(q.answer, context)
         held += ok
         if show_misses and not ok:
             print(f"[{name} {q.id}] {q.query}\n    expected {q.answer!r} not in the {sizes[-1]}-token context")

@@ -187,3 +187,35 @@ def test_answer_cell_at_3_counts_a_right_cell_among_the_first_three_places() -> 
     cited_only = judge_answer(query, Answer(query.query, "", [places[0], places[2]]))
     assert not cited_only.cell_top3  # without places, the first citation alone is the place
     assert answer_metrics([third, fourth])["cell@3"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("expected", "text", "held"),
+    [
+        ("3803.0", "total_ballast = 3803.0", True),
+        ("0.950", "accuracy: 0.950 on the test split", True),
+        ("0.950", "array([0.95035, 0.96035])", False),  # the first digits of a longer number
+        ("1.5", "1.5e-3", False),  # the mantissa of another number
+        ("11.5", "211.5 m", False),
+        ("1,284.6", "Total ballast aft: 1,284.6 m3", True),
+        ("4.159 c", "Initial Static Margin: 4.159 c", True),
+        ("sklearn.utils.Bunch", "sklearn.utils.Bunch", True),
+        ("", "anything", False),
+    ],
+)
+def test_a_value_counts_only_when_shown_whole(expected: str, text: str, held: bool) -> None:
+    from nbrecall.answer.evaluate import holds_value
+
+    assert holds_value(expected, text) is held
+
+
+def test_judge_answer_reads_values_whole() -> None:
+    from nbrecall.answer.evaluate import judge_answer
+    from nbrecall.answer.types import Answer, Citation, FoundValue
+
+    query = Query("q", "cross-validated accuracy", "value", "a.ipynb", [3], "0.950")
+    citation = Citation("a.ipynb", 3, "c3")
+    near = FoundValue("[0.95035, 0.96]", "cv", "cv = [0.95035, 0.96]", "", citation)
+    right = FoundValue("0.950", "Gradient Boosting", "Gradient Boosting: 0.950", "", citation)
+    outcome = judge_answer(query, Answer(query.query, "", [citation], values=[near, right]), "cv = [0.95035]")
+    assert outcome.value_first is False and outcome.value_top3 is True and outcome.in_context is False

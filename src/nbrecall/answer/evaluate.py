@@ -2,7 +2,8 @@
 
 For every query the extractive answer is made as `nbrecall ask --extractive` makes it. Measured, overall and per
 query kind:
-- `value@1`: value questions whose expected value (the query's `answer`, as printed) is in the first value given;
+- `value@1`: value questions whose expected value (the query's `answer`, as printed) is in the first value given
+  (`holds_value`: as a whole number, not the first digits of a longer one);
 - `value@3`: … in the first value or one of the two alternatives;
 - `cell@1`: questions of every kind whose first citation is a right cell: one of the query's cells in its
   notebook, or the same cell of a copy listed under `also` (`copy_cells`, as cell@10c counts it);
@@ -15,6 +16,7 @@ query kind:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -34,6 +36,16 @@ class AnswerOutcome:
     in_context: bool | None
     strict_cell_first: bool = False  # … a right cell of the query's own notebook
     cell_top3: bool = False  # a right cell among the first three places offered (`Answer.places`)
+
+
+def holds_value(expected: str, text: str) -> bool:
+    """Whether `text` shows the value `expected` as printed: a number counts only whole, so `0.950` is not held by
+    `0.95035` nor `1.5` by `1.5e-3` or `11.5` (a plain substring test counted those as right answers)."""
+    if not expected:
+        return False
+    before = r"(?<![\d.])" if expected[0].isdigit() else ""
+    after = r"(?!\d|\.\d|[eE][-+]?\d)" if expected[-1].isdigit() else ""
+    return re.search(before + re.escape(expected) + after, text) is not None
 
 
 def _norm(path: str) -> str:
@@ -64,10 +76,10 @@ def judge_answer(query: Query, answer: Answer, context: str | None = None) -> An
     value_first = value_top3 = in_context = None
     if query.kind == "value" and query.answer:
         shown = _shown(answer)
-        value_first = bool(shown) and query.answer in shown[0]
-        value_top3 = any(query.answer in s for s in shown[:3])
+        value_first = bool(shown) and holds_value(query.answer, shown[0])
+        value_top3 = any(holds_value(query.answer, s) for s in shown[:3])
         if context is not None:
-            in_context = query.answer in context
+            in_context = holds_value(query.answer, context)
     return AnswerOutcome(query, answer, value_first, value_top3, cell_first, in_context, strict, cell_top3)
 
 
