@@ -235,6 +235,26 @@ def test_the_last_of_a_repeated_label_is_final(tmp_path: Path) -> None:
     assert [f.final for f in flows] == [False, False, False, False, True] and flows[-1].value == "996.5"
 
 
+def test_a_label_a_loop_prints_under_several_headers_is_named_by_each_block_header(tmp_path: Path) -> None:
+    """`Integrating High-sensitivity RCM` / `The ECS is 3.57 K`, then the low-sensitivity block: each ECS is named
+    by its block; a label printed once, or under one header only, keeps its own name."""
+    log = ("Results\nIntegrating High-sensitivity RCM\nThe TOA imbalance is 3.11e-05 W/m2\nThe ECS is 3.57 K\n\n"
+           "Integrating Low-sensitivity RCM\nThe TOA imbalance is 2.22e-04 W/m2\nThe ECS is 2.22 K\n"
+           "Done after 2 models\n")
+    facts = facts_of(tmp_path, [code("for rcm in models:\n    print(...)", 1, [stream(log)])])
+    named = {(f.label, f.value) for f in facts}
+    assert ("Integrating High-sensitivity RCM · The ECS", "3.57") in named
+    assert ("Integrating Low-sensitivity RCM · The ECS", "2.22") in named
+    assert ("Integrating Low-sensitivity RCM · The TOA imbalance", "2.22e-04") in named
+    assert ("Done after", "2") in named  # printed once: its own name
+    same = "Settings\nflow = 1.5\nflow = 2.5\n"  # one header over every printout: a log, named as printed
+    assert [f.label for f in facts_of(tmp_path, [code("print(...)", 1, [stream(same)])])] == ["flow", "flow"]
+    log = "".join(f"{sample}\nValidation perplexity: {9 - i * 0.5}\n"
+                  for i, sample in enumerate(["unvaouc oxchyw zpkla", "one son vit even", "theory of the game"]))
+    named = [f.label for f in facts_of(tmp_path, [code("train()", 1, [stream(log)])])]
+    assert set(named) == {"Validation perplexity"}  # generated samples, not one template: a log, named as printed
+
+
 def test_constants_the_code_sets_are_input_facts(tmp_path: Path) -> None:
     facts = facts_of(tmp_path, [code("RHO_SW = 1.025  # sea water density [t/m3]\nL = 20*u.foot", 1)])
     assert [(f.origin, f.label, f.value, f.unit) for f in facts] == [

@@ -169,7 +169,8 @@ def _extremes(cands: list[RankedFact]) -> dict[int, str]:
         f = cand.fact
         if f.number is None or f.origin not in ("entry", "table", "line"):
             continue
-        key = f.label.rsplit(" · ", 1)[-1] if f.origin == "table" else ("" if f.origin == "entry" else f.label)
+        # a table's column, an entry's Series, a printed label without the loop block that names each printout
+        key = "" if f.origin == "entry" else f.label.rsplit(" · ", 1)[-1]
         series.setdefault((cand.nb_sha, f.cell, key), []).append(cand)
     marks: dict[int, str] = {}
     for members in series.values():

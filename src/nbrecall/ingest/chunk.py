@@ -51,7 +51,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 15: a printout longer than the index keeps is read for values whole (up to `FactLimits.stream_lines`), not only
 #     its head and tail
 # 16: … bounded by the index's own `head_tail` (its head and tail halves past the bound, a marker between)
-CHUNKER_VERSION = 16
+# 17: a label a loop prints under several block headers of one template is named by each value's header too
+#     (`Integrating High-sensitivity RCM · The ECS`)
+CHUNKER_VERSION = 17
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

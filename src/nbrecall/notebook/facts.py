@@ -272,8 +272,12 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[_Print], e
             return
     tables = {table.first: table for table in aligned_tables(content)}
     previous = ""
+    block = ""  # the last line that names what follows without a value of its own (a loop's block header)
+    blocks: list[str] = []  # for each fact this text adds, the block header above it
+    start = len(acc.found)
     skip_to = -1
     for i, line in enumerate(content):
+        blocks.extend([block] * (len(acc.found) - start - len(blocks)))
         if i <= skip_to:
             continue
         pr = _match_print(line, prints, i, len(content)) if origin == "line" else None
@@ -308,6 +312,9 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[_Print], e
         found = line_facts(line)
         if not found:
             previous = line.strip() if len(line.strip()) <= 80 else ""
+            if _LETTER.search(previous) and not NUMBER.search(previous) and "  " not in previous \
+                    and not previous.endswith("\\"):  # prose, not a table's header line
+                block = previous.rstrip(":")
             continue
         for label, value, unit, shown in found:
             if not label:  # a bare value: named by the line above (`Mean accuracy:`), or by what printed it
@@ -316,6 +323,33 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[_Print], e
                 shown = f"{label}: {shown}" if label and label not in shown else shown
             acc.add(label, value, shown, origin, unit=unit, code=line_code, names=names)
         previous = ""
+    blocks.extend([block] * (len(acc.found) - start - len(blocks)))
+    _name_by_block(acc.found[start:], blocks)
+
+
+def _name_by_block(facts: list[Fact], headers: list[str]) -> None:
+    """A label printed more than once under different block headers (`Integrating High-sensitivity RCM` / `The
+    ECS is 3.57 K`, then `Integrating Low-sensitivity RCM` / `The ECS is 2.22 K`) is a loop's printout: each value
+    is named by its block's header too (`Integrating High-sensitivity RCM · The ECS`), as a table's value is by
+    its row, when the headers come from one template (`_one_template`). Other labels are left as they are. In
+    place."""
+    under: dict[str, set[str]] = {}
+    for fact, header in zip(facts, headers, strict=True):
+        if fact.label:
+            under.setdefault(fact.label, set()).add(header)
+    for fact, header in zip(facts, headers, strict=True):
+        if header and _one_template(under.get(fact.label, set())):
+            fact.label = f"{header} · {fact.label}"[:160]
+
+
+def _one_template(headers: set[str]) -> bool:
+    """Two headers or more printed from one template: all start with the same word or all end with it
+    (`Integrating High-sensitivity RCM`, `Integrating Low-sensitivity RCM`). A training log's generated samples
+    between its validation lines share neither and are no headers."""
+    if len(headers) < 2 or "" in headers:
+        return False
+    words = [h.split() for h in headers]
+    return len({w[0] for w in words}) == 1 or len({w[-1] for w in words}) == 1
 
 
 _TIMEIT_MAGIC = re.compile(r"^\s*(%%?)timeit\b((?:\s+-\w+(?:\s*\d+)?)*)\s*(.*)$")
