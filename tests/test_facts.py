@@ -13,7 +13,7 @@ from nbrecall.ingest.chunk import heading_paths, render_cells
 from nbrecall.notebook.analysis import analyse
 from nbrecall.notebook.facts import Fact, FactLimits, extract_facts
 from nbrecall.notebook.outputs import OutputLimits
-from nbrecall.notebook.printed import latex_text, line_facts, series_entries
+from nbrecall.notebook.printed import latex_text, leading_number, line_facts, series_entries
 from nbrecall.notebook.read import read_notebook
 
 
@@ -42,6 +42,9 @@ def facts_of(tmp_path: Path, cells: list, limits: FactLimits | None = None, stal
         # a date or a timestamp names a time series' row; its digits are no values
         ("2012-12-31    0.251344", [("2012-12-31", "0.251344")]),
         ("2019-11-01 04:00:00  6.0", [("2019-11-01 04:00:00", "6.0")]),
+        # a spread printed without spaces (the `uncertainties` package) is one value, its unit after it
+        ("MAE: 0.170+/-0.002 eV/atom", [("MAE", "0.170+/-0.002")]),
+        ("x = 1.2+-0.1 m", [("x", "1.2+-0.1")]),
         # a unit followed by a comma ends a clause: `%time`'s user time is a value, not part of the next label
         ("CPU times: user 1.2 s, sys: 3.1 ms, total: 1.21 s",
          [("CPU times: user", "1.2"), ("sys", "3.1"), ("total", "1.21")]),
@@ -49,6 +52,17 @@ def facts_of(tmp_path: Path, cells: list, limits: FactLimits | None = None, stal
 )
 def test_line_facts(line: str, expected: list[tuple[str, str]]) -> None:
     assert [(label, value) for label, value, _unit, _shown in line_facts(line)] == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "number"),
+    [("1,284.6", 1284.6), ("0.170+/-0.002", 0.17), ("0.200 +/- 0.018", 0.2), ("0.182, 0.218", 0.182),
+     ("3 to 5", 3.0), ("[0.95035, 0.96]", None), ("(0.0, 64.0)", None), ("1, 2, 3", None), ("n/a", None)],
+)
+def test_a_spread_or_a_range_is_led_by_its_first_number(value: str, number: float | None) -> None:
+    """What the answer's `computed` form signal reads: one statistic of two numbers is led by its first; a list
+    in brackets or of three numbers is none."""
+    assert leading_number(value) == number
 
 
 def test_a_row_of_a_printed_table_does_not_name_its_values_by_the_row_before_them() -> None:

@@ -15,8 +15,9 @@ is a chunk of kind `fact`: keyword and vector search see it like any chunk). Eac
 - structure and kind: the last of a repeated label in a cell is a loop's result (`final`); a count is an
   integer, a share a fraction or a percentage; a value the question itself gives is an input, not the answer;
 - form (`_form`), for a value whose name holds some of the question: a number with three or more significant
-  digits is computed, not a round setting; an exact zero is a counter's start; a cell's shown result and a
-  labelled printout are what the author chose to show. Their weights are fitted (`bench/answer_fit.py`).
+  digits (or a spread or range led by one: `0.170+/-0.002`, `0.182, 0.218`) is computed, not a round setting; an
+  exact zero is a counter's start; a cell's shown result and a labelled printout are what the author chose to show.
+  Their weights are fitted (`bench/answer_fit.py`).
 
 The weights are `ValueWeights`; `bench/answer_ablation.py` measures each signal's part on both development sets.
 """
@@ -35,7 +36,7 @@ from nbrecall.answer.glossary import meaning_of, symbol_glossary
 from nbrecall.answer.question import Question
 from nbrecall.index.terms import Weights, match, term_set
 from nbrecall.notebook.facts import Fact
-from nbrecall.notebook.printed import NUMBER, to_number
+from nbrecall.notebook.printed import NUMBER, leading_number, to_number
 from nbrecall.records import SearchFilters, chunk_id
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 
@@ -145,7 +146,7 @@ def _form(fact: Fact, named: bool) -> dict[str, float]:
     """Signals of the value's form (see `ValueWeights.computed` and after), for a value whose name holds some of
     the question (`named`): the form tells a result from the settings and rows around it among values that name
     what is asked; it does not lift a value that names none of it (0 for every signal)."""
-    return {"computed": float(named and fact.number is not None and fact.origin != "table"
+    return {"computed": float(named and leading_number(fact.value) is not None and fact.origin != "table"
                               and _significant_digits(fact.value) >= 3),
             "zero": -float(named and fact.number == 0.0),
             "result": float(named and fact.origin == "result"),

@@ -53,7 +53,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 16: … bounded by the index's own `head_tail` (its head and tail halves past the bound, a marker between)
 # 17: a label a loop prints under several block headers of one template is named by each value's header too
 #     (`Integrating High-sensitivity RCM · The ECS`)
-CHUNKER_VERSION = 17
+# 18: a spread printed without spaces (`0.170+/-0.002`) is one value with its unit, not two
+CHUNKER_VERSION = 18
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

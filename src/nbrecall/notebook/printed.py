@@ -42,6 +42,9 @@ NUMBER = re.compile(
 )
 # What may sit between the numbers of one value: a list separator, a ± spread, a range dash.
 _JOIN = re.compile(r"\s*(?:,\s*|\s*(?:\+/-|±|\+-)\s*|\s+(?:to|-|–|—)\s+|\s+)\s*$")
+# … and a spread printed without spaces (`0.170+/-0.002`, the `uncertainties` package's form), whose minus the
+# second number took as its sign: what is left between them is `+/` or `+`.
+_SIGNED_SPREAD = re.compile(r"\+/?")
 _CONNECTOR_END = re.compile(r"(?:[=:≈~]|\b(?:is|are|was|were|of|equals|ist|sind|beträgt|von))\s*$", re.I)
 _UNIT = re.compile(
     r"\s*(\[[^\[\]\n]{1,20}\]|\([^()\n]{1,20}\)|°[CFK]\b|[%°‰]|(?:[A-Za-zµμΩ°$€£][\w°²³µ$€]*"
@@ -67,6 +70,21 @@ def to_number(text: str) -> float | None:
         return float(cleaned)
     except ValueError:
         return None
+
+
+# A value of two numbers that is one statistic: a spread (`0.170+/-0.002`, `0.200 +/- 0.018`) or a range (`0.182,
+# 0.218`, `3 to 5`), not a bracketed list or an array
+_TWO_NUMBERS = re.compile(rf"\s*([-+−]?{_REAL})\s*(?:\+/-|±|\+-|,|\s+to\s|\s[-–—]\s)\s*[-+−]?{_REAL}\s*%?")
+
+
+def leading_number(value: str) -> float | None:
+    """The number a printed value leads with when it is one number, a spread or a range (`0.170+/-0.002` → 0.17,
+    `0.182, 0.218` → 0.182); None for anything else (a list in brackets, an array, a repr, a word)."""
+    number = to_number(value)
+    if number is not None:
+        return number
+    two = _TWO_NUMBERS.fullmatch(value)
+    return to_number(two.group(1)) if two else None
 
 
 @dataclass
@@ -102,7 +120,9 @@ def value_runs(line: str) -> list[_Run]:
     for m in numbers:
         if runs and m.start() < runs[-1].unit_end:
             continue  # inside the unit written after the previous value (`foot ** 3 / hour`)
-        if runs and _JOIN.fullmatch(line[runs[-1].end : m.start()] or " ") and runs[-1].unit_end == runs[-1].end:
+        gap = line[runs[-1].end : m.start()] if runs else ""
+        spread = _SIGNED_SPREAD.fullmatch(gap) is not None and line[m.start()] in "-−"
+        if runs and (_JOIN.fullmatch(gap or " ") or spread) and runs[-1].unit_end == runs[-1].end:
             runs[-1].end = m.end()  # `0.182, 0.218`, `0.200 +/- 0.018`
             runs[-1].unit, runs[-1].unit_end = _unit_after(line, m.end())
             continue
