@@ -277,7 +277,6 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[_Print], e
     start = len(acc.found)
     skip_to = -1
     for i, line in enumerate(content):
-        blocks.extend([block] * (len(acc.found) - start - len(blocks)))
         if i <= skip_to:
             continue
         pr = _match_print(line, prints, i, len(content)) if origin == "line" else None
@@ -314,6 +313,7 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[_Print], e
             previous = line.strip() if len(line.strip()) <= 80 else ""
             if _LETTER.search(previous) and not NUMBER.search(previous) and "  " not in previous \
                     and not previous.endswith("\\"):  # prose, not a table's header line
+                blocks.extend([block] * (len(acc.found) - start - len(blocks)))  # the facts so far stood under it
                 block = previous.rstrip(":")
             continue
         for label, value, unit, shown in found:

@@ -40,8 +40,12 @@ _REAL = r"(?:\d(?:[\d_]|,(?=\d))*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 NUMBER = re.compile(
     rf"(?<![\w.])(?<![A-Za-z]-)[-+−]?{_REAL}(?:[-+]{_REAL}j|j)?(?:/\d+(?![\d.]))?%?(?![\w.]*[A-Za-z_(])"
 )
+# The marks of a ± spread and of a range (`0.200 +/- 0.018`, `3 to 5`): shared by what joins the numbers of one
+# printed value (`_JOIN`) and what reads such a value as one statistic (`_TWO_NUMBERS`).
+_SPREAD_MARK = r"\+/-|±|\+-"
+_RANGE_MARK = r"to|-|–|—"
 # What may sit between the numbers of one value: a list separator, a ± spread, a range dash.
-_JOIN = re.compile(r"\s*(?:,\s*|\s*(?:\+/-|±|\+-)\s*|\s+(?:to|-|–|—)\s+|\s+)\s*$")
+_JOIN = re.compile(rf"\s*(?:,\s*|\s*(?:{_SPREAD_MARK})\s*|\s+(?:{_RANGE_MARK})\s+|\s+)\s*$")
 # … and a spread printed without spaces (`0.170+/-0.002`, the `uncertainties` package's form), whose minus the
 # second number took as its sign: what is left between them is `+/` or `+`.
 _SIGNED_SPREAD = re.compile(r"\+/?")
@@ -74,7 +78,9 @@ def to_number(text: str) -> float | None:
 
 # A value of two numbers that is one statistic: a spread (`0.170+/-0.002`, `0.200 +/- 0.018`) or a range (`0.182,
 # 0.218`, `3 to 5`), not a bracketed list or an array
-_TWO_NUMBERS = re.compile(rf"\s*([-+−]?{_REAL})\s*(?:\+/-|±|\+-|,|\s+to\s|\s[-–—]\s)\s*[-+−]?{_REAL}\s*%?")
+_TWO_NUMBERS = re.compile(
+    rf"\s*([-+−]?{_REAL})\s*(?:{_SPREAD_MARK}|,|\s(?:{_RANGE_MARK})\s)\s*[-+−]?{_REAL}\s*%?"
+)
 
 
 def leading_number(value: str) -> float | None:
