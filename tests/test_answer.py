@@ -261,6 +261,8 @@ def test_stream_answer_events(archive: Archive) -> None:
     first = payload["answer"]["values"][0]
     assert first["notebook"] == BALLAST and first["cell"] == payload["answer"]["citations"][0]["cell"]
     assert {"value", "label", "shown", "unit", "cell_id", "year"} <= set(first)
+    assert 0.0 < payload["answer"]["confidence"] < 1.0  # the chance the first value is the one asked for
+    assert Answer.from_dict(payload["answer"]).confidence == payload["answer"]["confidence"]
 
 
 def test_sentences_skip_headings_and_fences() -> None:

@@ -129,7 +129,8 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
         [notebook › Cell n], the cited cells, the mode ("llm" or "extractive"), a notice when something
         fell back or no value answered closely enough, and for a value question `values`: the best value and up
         to two alternatives from other cells, each with value, label, notebook, cell and year; `places`: the cells
-        offered, best first (for a "where" question the cell found and up to two more of its notebook). Same
+        offered, best first (for a "where" question the cell found and up to two more of its notebook);
+        `confidence`: for a value, the estimated chance (0-1) that the first one is the value asked for. Same
         filters as `search`."""
         filters = parse_filters(year, project, author, tag, include_deprecated)
         found = answer_question(question, archive, settings, filters)
@@ -145,6 +146,7 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
             "citations": cells(found.citations),
             "values": [v.as_dict() for v in found.values],
             "places": cells(found.places),
+            "confidence": None if found.confidence is None else round(found.confidence, 3),
         }
 
     @server.tool()

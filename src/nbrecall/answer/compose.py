@@ -12,16 +12,18 @@ else retrieval's cell, with the best printed values listed under it (`with_value
 sets (`bench/answer_ablation.py`, bench/README.md): retrieval's first cell is the right one to cite for "where",
 error, column and figure questions more often than any cell chosen afterwards by word overlap.
 
-Honesty: a value whose name shares no word with what is asked is given with a notice to check it; a best value
-that scores under half of what the signals can give (`ValueWeights.min_share`) is offered under the closest cell,
-not given as the answer; when no candidate shares anything with the question, no value is given and the closest
-cell is pointed at.
+Honesty: a value answer carries the estimated chance that its first value is the one asked for (`confidence.py`)
+and says it is uncertain below one half; a value whose name shares no word with what is asked is given with a
+notice to check it; a best value that scores under half of what the signals can give (`ValueWeights.min_share`)
+is offered under the closest cell, not given as the answer; when no candidate shares anything with the question,
+no value is given and the closest cell is pointed at.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nbrecall.answer.confidence import ConfidenceModel, value_confidence
 from nbrecall.answer.places import where_answer
 from nbrecall.answer.question import Question, read_question
 from nbrecall.answer.sentences import term_answer
@@ -123,9 +125,15 @@ def value_answer(question: Question, result: SearchResult, archive: Archive, fil
         notices.append(f"the value's name does not say “{asked}”: check the cell before you use it")
     if first.stale:
         notices.append("the value comes from outputs that could not be re-rendered (stale)")
+    model = ConfidenceModel()
+    confidence = value_confidence(ranked, weights, model)
+    if model.level(confidence) == "uncertain":
+        notices.append(f"uncertain (an estimated {confidence:.0%} chance that this is the value asked for: it "
+                       "scores low, or close to another value): check the cell"
+                       + (" and the values under Also found" if len(values) > 1 else ""))
     citations = list(dict.fromkeys(v.citation for v in values))
     return Answer(question.text, "\n".join(lines), citations, "extractive", "; ".join(notices) or None, values,
-                  question.kind, places=[v.citation for v in values])
+                  question.kind, places=[v.citation for v in values], confidence=confidence)
 
 
 def _value_fits(question: Question, result: SearchResult, answer: Answer | None,
@@ -215,4 +223,4 @@ def with_values(place: Answer, value: Answer | None) -> Answer:
     lines.extend(f"  {v.shown} — {v.citation.label()}{_meta(v)}" for v in value.values)
     citations = list(dict.fromkeys([*place.citations, *value.citations]))
     return Answer(place.question, "\n".join(lines), citations, place.mode, place.notice, value.values, place.kind,
-                  places=list(dict.fromkeys([*place.places[:1], *value.places])))
+                  places=list(dict.fromkeys([*place.places[:1], *value.places])), confidence=value.confidence)

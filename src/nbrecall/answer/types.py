@@ -70,6 +70,8 @@ class Answer:
     # The cells offered as the answer, best first: a value answer's values' cells; a place answer's cell, then up
     # to two more cells of its notebook that retrieval found next (what `cell@3` of `nbrecall eval --answers` reads)
     places: list[Citation] = field(default_factory=list)
+    # A value answer's chance that its first value is the one asked for (`answer.confidence`); None otherwise
+    confidence: float | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Answer:
@@ -78,7 +80,8 @@ class Answer:
         return cls(str(data["question"]), str(data["text"]), [Citation.from_dict(c) for c in data.get("citations", [])],
                    str(data.get("mode", "extractive")), data.get("notice"),
                    [FoundValue.from_dict(v) for v in data.get("values", [])], str(data.get("kind", "")),
-                   [Citation.from_dict(c) for c in data.get("places", [])])
+                   [Citation.from_dict(c) for c in data.get("places", [])],
+                   None if data.get("confidence") is None else float(data["confidence"]))
 
 
 @dataclass
@@ -106,6 +109,7 @@ class AnswerEvent:
                 "citations": [c.__dict__ for c in self.answer.citations],
                 "values": [v.as_dict() for v in self.answer.values],
                 "places": [c.__dict__ for c in self.answer.places],
+                "confidence": None if self.answer.confidence is None else round(self.answer.confidence, 3),
             }
         return data
 

@@ -1,0 +1,86 @@
+"""The value answer's confidence: what it reads, and what the answer says with it."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from nbrecall.answer.compose import value_answer
+from nbrecall.answer.confidence import ConfidenceModel, evidence, value_confidence
+from nbrecall.answer.question import read_question
+from nbrecall.answer.types import Answer, AnswerEvent
+from nbrecall.answer.values import RankedFact, ValueWeights
+from nbrecall.notebook.facts import Fact
+from nbrecall.search.retrieve import Hit, NotebookResult, SearchResult
+
+SHA = "c" * 40
+
+
+def _cand(cell: int, value: str, label: str, score: float) -> RankedFact:
+    fact = Fact(cell, f"c{cell}", value, label, f"{label} = {value}", origin="result")
+    cand = RankedFact(fact, "stability.ipynb", SHA, 2019, 0, signals={"label": 1.0, "subject": 1.0})
+    cand.score = score
+    return cand
+
+
+def _result() -> SearchResult:
+    hit = Hit("stability.ipynb", "share", 9, [9], "c9", "text", 1.0, "", "", nb_sha=SHA)
+    return SearchResult("q", [NotebookResult(SHA, "stability.ipynb", "share", 1.0, [hit])])
+
+
+def test_the_probability_rises_with_the_share_and_with_the_margin() -> None:
+    model = ConfidenceModel()
+    shares = [model.probability(s, 0.2) for s in (0.3, 0.5, 0.7, 0.9)]
+    margins = [model.probability(0.6, m) for m in (0.0, 0.3, 0.8, 1.5)]
+    assert shares == sorted(shares) and len(set(shares)) == 4
+    assert margins == sorted(margins) and len(set(margins)) == 4
+    assert all(0.0 < p < 1.0 for p in shares + margins)
+
+
+@pytest.mark.parametrize(("probability", "level"), [(0.2, "uncertain"), (0.49, "uncertain"), (0.5, "possible"),
+                                                    (0.69, "possible"), (0.7, "likely"), (0.95, "likely")])
+def test_levels(probability: float, level: str) -> None:
+    assert ConfidenceModel().level(probability) == level
+
+
+def test_the_margin_is_taken_over_the_best_different_value() -> None:
+    # the same value printed twice (`0.95` as a result, `0.950` in a summary) is one answer, not two rivals
+    weights = ValueWeights()
+    ranked = [_cand(2, "0.95", "accuracy", 4.0), _cand(5, "0.950", "test accuracy", 3.9),
+              _cand(7, "0.81", "train accuracy", 3.0)]
+    share, margin = evidence(ranked, weights)
+    assert share == pytest.approx(4.0 / weights.ceiling())
+    assert margin == pytest.approx(1.0)
+    alone = evidence(ranked[:2], weights)[1]
+    assert alone == pytest.approx(4.0)  # no different value at all: the whole score stands clear
+    assert value_confidence([]) == 0.0
+
+
+def test_a_close_race_is_answered_with_a_notice_and_a_clear_winner_without_one() -> None:
+    weights = ValueWeights()
+    top = weights.ceiling()
+    question = read_question("what static margin did we get")
+    archive = cast(Any, None)  # `value_answer` reads the ranked candidates it is given, not the archive
+    close = [_cand(2, "2.13", "static margin", 0.55 * top), _cand(5, "1.87", "static margin", 0.55 * top - 0.05)]
+    unsure = value_answer(question, _result(), archive, None, weights, close)
+    assert unsure is not None and unsure.confidence is not None
+    assert unsure.confidence < 0.5 and unsure.notice is not None and "uncertain" in unsure.notice
+    assert f"{unsure.confidence:.0%}" in unsure.notice and "Also found" in unsure.notice
+    clear = [_cand(2, "2.13", "static margin", 0.85 * top), _cand(5, "1.87", "static margin", 0.3 * top)]
+    sure = value_answer(question, _result(), archive, None, weights, clear)
+    assert sure is not None and sure.confidence is not None and sure.confidence >= 0.7
+    assert sure.notice is None or "uncertain" not in sure.notice
+    # the rival printed in the same cell is no alternative of its own (one value per cell): nothing is "also found"
+    one_cell = [close[0], _cand(2, "1.87", "static margin", 0.55 * top - 0.05)]
+    alone = value_answer(question, _result(), archive, None, weights, one_cell)
+    assert alone is not None and len(alone.values) == 1 and alone.notice is not None
+    assert "uncertain" in alone.notice and "Also found" not in alone.notice
+
+
+def test_the_confidence_travels_with_the_answer_json() -> None:
+    answer = Answer("q", "2.13", confidence=0.4321)
+    payload = AnswerEvent("done", answer=answer).as_dict()["answer"]
+    assert payload["confidence"] == 0.432
+    assert Answer.from_dict(payload).confidence == 0.432
+    assert Answer.from_dict({**payload, "confidence": None}).confidence is None
