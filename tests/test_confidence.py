@@ -84,3 +84,21 @@ def test_the_confidence_travels_with_the_answer_json() -> None:
     assert payload["confidence"] == 0.432
     assert Answer.from_dict(payload).confidence == 0.432
     assert Answer.from_dict({**payload, "confidence": None}).confidence is None
+
+
+def test_eval_counts_value_answers_right_per_confidence_level() -> None:
+    from nbrecall.answer.evaluate import AnswerOutcome, by_confidence, judge_answer
+    from nbrecall.answer.types import Citation, FoundValue
+    from nbrecall.search.evaluate import Query
+
+    def outcome(qid: str, shown: str, confidence: float | None, kind: str = "value") -> AnswerOutcome:
+        cite = Citation("stability.ipynb", 2, "c2", SHA)
+        value = FoundValue(shown, "GM", f"GM = {shown}", "m", cite)
+        answer = Answer("q", f"GM = {shown}", [cite], values=[value], confidence=confidence)
+        return judge_answer(Query(qid, "q", kind, "stability.ipynb", [2], "2.13" if kind == "value" else None),
+                            answer)
+
+    levels = by_confidence([outcome("a", "2.13", 0.9), outcome("b", "1.87", 0.8), outcome("c", "2.13", 0.3),
+                            outcome("d", "2.13", 0.6), outcome("e", "2.13", None),
+                            outcome("f", "2.13", 0.9, kind="where")])
+    assert levels == {"uncertain": (1, 1), "possible": (1, 1), "likely": (2, 1)}

@@ -873,7 +873,7 @@ def eval_command(
 def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root: Path, show_misses: bool) -> None:
     from nbrecall.answer.answer import llm_context
     from nbrecall.answer.compose import extractive_answer
-    from nbrecall.answer.evaluate import evaluate_answers
+    from nbrecall.answer.evaluate import by_confidence, evaluate_answers
     from nbrecall.answer.question import read_question
     from nbrecall.answer.types import Answer
     from nbrecall.answer.values import rank_values
@@ -895,6 +895,11 @@ def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root
         kinds.add_row(kind, *(("" if c not in values else str(int(values[c])) if c == "n" else f"{values[c]:.3f}")
                               for c in columns))
     out.print(kinds)
+    levels = by_confidence(outcomes)
+    if any(n for n, _ in levels.values()):
+        out.print("value answers by confidence (the answer's own estimate; right = the expected value first): "
+                  + " · ".join(f"{level} {n}" + (f" ({right / n:.2f} right)" if n else "")
+                               for level, (n, right) in levels.items()))
     if show_misses:
         from rich.markup import escape
 

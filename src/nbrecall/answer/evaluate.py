@@ -12,6 +12,9 @@ query kind:
   answer's cell and the two other cells of its notebook it names), as `value@3` counts values;
 - `context`: value questions whose expected value is in the context an LLM would be sent (`llm_context`), when
   asked for.
+
+And, per confidence level of the value answers (`by_confidence`), how many there are and how many hold the value:
+whether the answer's own estimate (`confidence.py`) holds on this archive's questions.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from nbrecall.answer.confidence import ConfidenceModel
 from nbrecall.answer.types import Answer, Citation
 from nbrecall.search.evaluate import Query
 
@@ -98,6 +102,20 @@ def answer_metrics(outcomes: Iterable[AnswerOutcome]) -> dict[str, float]:
     if contexts:
         table["context"] = sum(bool(o.in_context) for o in contexts) / len(contexts)
     return table
+
+
+def by_confidence(outcomes: Iterable[AnswerOutcome],
+                  model: ConfidenceModel | None = None) -> dict[str, tuple[int, int]]:
+    """Value answers per confidence level (`uncertain`, `possible`, `likely`): (how many, how many hold the value).
+    Answers without a confidence (no value given) are left out."""
+    model = model or ConfidenceModel()
+    levels = {level: (0, 0) for level in ("uncertain", "possible", "likely")}
+    for o in outcomes:
+        if o.value_first is None or o.answer.confidence is None:
+            continue
+        n, right = levels[model.level(o.answer.confidence)]
+        levels[model.level(o.answer.confidence)] = (n + 1, right + bool(o.value_first))
+    return levels
 
 
 def evaluate_answers(queries: list[Query], ask: AnswerFn) -> tuple[dict[str, dict[str, float]], list[AnswerOutcome]]:
