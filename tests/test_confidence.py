@@ -102,3 +102,14 @@ def test_eval_counts_value_answers_right_per_confidence_level() -> None:
                             outcome("d", "2.13", 0.6), outcome("e", "2.13", None),
                             outcome("f", "2.13", 0.9, kind="where")])
     assert levels == {"uncertain": (1, 1), "possible": (1, 1), "likely": (2, 1)}
+
+
+def test_alternatives_hold_other_values_and_the_context_keeps_every_cell() -> None:
+    # the first value printed again in a summary cell is the same answer: the alternatives show other values
+    from nbrecall.answer.compose import pick_values
+
+    ranked = [_cand(2, "0.95", "accuracy", 4.0), _cand(2, "0.91", "precision", 3.95),
+              _cand(5, "0.950", "test accuracy", 3.9), _cand(7, "0.81", "train accuracy", 3.0),
+              _cand(9, "0.77", "recall", 2.0)]
+    assert [c.fact.cell for c in pick_values(ranked)] == [2, 7, 9]
+    assert [c.fact.cell for c in pick_values(ranked, distinct_values=False)] == [2, 5, 7]

@@ -120,7 +120,7 @@ def llm_context(question: str, result: SearchResult, archive: Archive, settings:
     if result.notebooks:
         if ranked is None:
             ranked = rank_values(read_question(question), result, archive, filters)
-        cells = {(c.nb_sha, c.fact.cell) for c in pick_values(ranked, CONTEXT_FILL_VALUES)}
+        cells = {(c.nb_sha, c.fact.cell) for c in pick_values(ranked, CONTEXT_FILL_VALUES, distinct_values=False)}
         values = [ContextValue(c.fact.statement(), c.notebook, c.nb_sha, c.fact.cell, c.fact.cell_id, c.fact.heading)
                   for c in ranked if (c.nb_sha, c.fact.cell) in cells]
     return build_context(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nbrecall.answer.confidence import ConfidenceModel, value_confidence
+from nbrecall.answer.confidence import ConfidenceModel, same_value, value_confidence
 from nbrecall.answer.places import where_answer
 from nbrecall.answer.question import Question, read_question
 from nbrecall.answer.sentences import term_answer
@@ -73,16 +73,21 @@ def _meta(value: FoundValue) -> str:
     return meta + (f" · the notebook says: “{value.meaning}”" if value.meaning else "")
 
 
-def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES) -> list[RankedFact]:
-    """The best fact, then the best facts of other cells (one per cell: two values of one printout are one
-    place to look, and the alternatives are there for when the first place is the wrong one)."""
+def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES, *,
+                distinct_values: bool = True) -> list[RankedFact]:
+    """The best fact, then the best facts of other cells holding other values (one per cell: two values of one
+    printout are one place to look; one per value: the same number printed again elsewhere is the same answer).
+    The alternatives are there for when the first answer is the wrong one. `distinct_values=False`: one per cell
+    only (the LLM context's cells, which are read whole)."""
     picked: list[RankedFact] = []
     cells: set[tuple[str, int]] = set()
+    values: set[str] = set()
     for cand in ranked:
-        where = (cand.nb_sha, cand.fact.cell)
-        if where in cells:
+        where, value = (cand.nb_sha, cand.fact.cell), same_value(cand.fact.value)
+        if where in cells or (distinct_values and value in values):
             continue
         cells.add(where)
+        values.add(value)
         picked.append(cand)
         if len(picked) >= most:
             break

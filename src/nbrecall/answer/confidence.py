@@ -42,7 +42,7 @@ class ConfidenceModel:
         return "possible" if probability >= self.uncertain_below else "uncertain"
 
 
-def _same_value(value: str) -> str:
+def same_value(value: str) -> str:
     """What makes two printed values one answer: their leading number to six significant digits (`0.95` and
     `0.950`), else the text itself."""
     number = leading_number(value)
@@ -55,8 +55,8 @@ def evidence(ranked: list[RankedFact], weights: ValueWeights) -> tuple[float, fl
         return 0.0, 0.0
     best = ranked[0]
     ceiling = weights.ceiling() or 1.0
-    mine = _same_value(best.fact.value)
-    rival = next((c.score for c in ranked[1:] if _same_value(c.fact.value) != mine), 0.0)
+    mine = same_value(best.fact.value)
+    rival = next((c.score for c in ranked[1:] if same_value(c.fact.value) != mine), 0.0)
     return best.score / ceiling, best.score - rival
 
 
