@@ -113,3 +113,29 @@ def test_alternatives_hold_other_values_and_the_context_keeps_every_cell() -> No
               _cand(9, "0.77", "recall", 2.0)]
     assert [c.fact.cell for c in pick_values(ranked)] == [2, 7, 9]
     assert [c.fact.cell for c in pick_values(ranked, distinct_values=False)] == [2, 5, 7]
+
+
+@pytest.mark.parametrize(("text", "asked"), [
+    ("peak discharge at the urban gauge", False),
+    ("final RMSE of the tuned model", False),
+    ("how is the Kutta condition enforced in the lifting panel method?", True),
+    ("Fuel oil in 2 inch pipe: what psi drop do we get", True),
+    ("ship transit segments with mmsi and seg_length?", True),
+    ("Was bedeutet das Ersatzstabverfahren", True),
+    ("whatever happened to the wash column", False),
+])
+def test_a_question_is_told_from_keywords_by_its_grammar_only(text: str, asked: bool) -> None:
+    assert read_question(text).asked is asked
+
+
+def test_keywords_get_the_value_first_when_its_confidence_is_at_least_possible() -> None:
+    from nbrecall.answer.compose import _keywords_for_a_value
+
+    keywords = read_question("peak discharge at the urban gauge")
+    asked = read_question("how is the peak discharge at the urban gauge found?")
+    assert keywords.kind == "general" and asked.kind == "general"
+    possible, uncertain = Answer("q", "405.0", confidence=0.55), Answer("q", "405.0", confidence=0.45)
+    assert _keywords_for_a_value(keywords, possible)
+    assert not _keywords_for_a_value(keywords, uncertain)
+    assert not _keywords_for_a_value(asked, possible)  # put as a question: the evidence decides, as before
+    assert not _keywords_for_a_value(read_question("what peak discharge did we get at the urban gauge"), possible)

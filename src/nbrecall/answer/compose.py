@@ -204,6 +204,8 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
                             "printed value is close in meaning: no value is given; the closest cell is shown")
     value = value_answer(q, result, archive, filters, weights, ranked)
     w = weights or ValueWeights()
+    if value is not None and _keywords_for_a_value(q, value):
+        return value
     if value is not None and ranked and ranked[0].score < w.min_share * w.ceiling():
         notice = ("the values found score low for this question: the closest cell is shown first, the values "
                   "that score best under it" if q.kind == "value" else None)
@@ -214,6 +216,17 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     if value is not None and _value_fits(q, result, value, ranked, w):
         return value
     return with_values(place_answer(q, result, archive), value)
+
+
+def _keywords_for_a_value(question: Question, value: Answer) -> bool:
+    """Keywords typed without a question ("peak discharge at the urban gauge"), whose best value is at least a
+    possible answer by its own confidence (`ConfidenceModel.uncertain_below`): the value, not the closest cell,
+    comes first. Keywords read as `general` name a value more often than a figure, a column or an error, and the
+    confidence tells when the value is worth showing first; a question put as one ("how is the Kutta condition
+    enforced?") asks for an explanation or a place, which the evidence decides as before (bench/README.md,
+    session 18)."""
+    return (question.kind == "general" and not question.asked and value.confidence is not None
+            and value.confidence >= ConfidenceModel().uncertain_below)
 
 
 def with_values(place: Answer, value: Answer | None) -> Answer:

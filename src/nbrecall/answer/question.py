@@ -60,6 +60,13 @@ _ASKING_OPENERS = re.compile(
     re.I,
 )
 _INTERROGATIVE = re.compile(r"\b(?:what|which|how\s+(?:many|much)|wie\s+(?:viel|viele)|welche[rsn]?)\b", re.I)
+# A question asked as one (an interrogative or an auxiliary verb opening it or a clause, or a question mark) rather
+# than typed as keywords ("final RMSE of the tuned model"): only the grammar of asking, never the subject matter.
+_ASKED = re.compile(
+    r"(?:^|[:;]\s*)(?:what|which|who|whom|whose|why|when|how|is|are|was|were|do|does|did|can|could|should|would|"
+    r"will|has|have|wie|wo|welche[rsnm]?|warum|wann|ist|sind)\b|\?\s*$",
+    re.I,
+)
 _NUMBERS = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)?(?![\w.]*[A-Za-z])(?P<percent>\s*%)?")
 # Number words and ordinals name numbers a notebook prints as digits ("the second well" → `Well 2`).
 _NUMBER_WORDS = {w: str(i) for i, group in enumerate([
@@ -81,6 +88,7 @@ class Question:
     excluded: list[str] = field(default_factory=list)  # terms the question rules out ("rather than ISO")
     mentions: list[set[float]] = field(default_factory=list)  # each number mentioned, as it may be printed
     subject: list[str] = field(default_factory=list)  # terms of what is asked about (the first noun phrase)
+    asked: bool = False  # put as a question (an interrogative, a question mark), not typed as keywords
 
 
 def read_question(text: str) -> Question:
@@ -113,4 +121,5 @@ def read_question(text: str) -> Question:
         opening = _ASKING_OPENERS.sub("", opening, count=1)
     head = _SUBJECT_END.split(opening, maxsplit=1)[0]
     subject = [t for t in question_terms(head) if t in found]
-    return Question(text, kind, list(dict.fromkeys(found)), asks, extreme, numbers, excluded, mentions, subject)
+    return Question(text, kind, list(dict.fromkeys(found)), asks, extreme, numbers, excluded, mentions, subject,
+                    bool(_ASKED.search(text)))
