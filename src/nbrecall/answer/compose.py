@@ -1,14 +1,15 @@
 """The extractive answer (architecture §9): the value, cell or sentence that best answers, copied and cited.
 
 Nothing is generated. A value answer is a value fact as the notebook printed it, with up to two alternatives
-from other cells or notebooks ("also found"); a "where" answer names the notebook, the section and the cell that
-retrieval found; a term answer is the defining sentence of a markdown cell.
+from other cells or notebooks, each holding another value ("also found"); a "where" answer names the notebook, the
+section and the cell that retrieval found; a term answer is the defining sentence of a markdown cell.
 
 Which of these a question gets: its grammar says so when it has an interrogative (`question.py`); a question
-without one ("final RMSE of the tuned model", "bootstrap test for a difference in means") gets a value only when
-the evidence points at one: the value sits in the cell retrieval found first, or its name holds what the question
-asks about (its first noun phrase) or much of the question, or the question names the unit printed with it;
-else retrieval's cell, with the best printed values listed under it (`with_values`). Measured on both development
+without one ("final RMSE of the tuned model", "bootstrap test for a difference in means") gets a value when the
+evidence points at one: the value's confidence is at least "possible" and the question was typed as keywords,
+not put as a question; the value sits in the cell retrieval found first; its name holds what the question asks
+about (its first noun phrase) or much of the question; or the question names the unit printed with it. Else it
+gets retrieval's cell, with the best printed values listed under it (`with_values`). Measured on both development
 sets (`bench/answer_ablation.py`, bench/README.md): retrieval's first cell is the right one to cite for "where",
 error, column and figure questions more often than any cell chosen afterwards by word overlap.
 
