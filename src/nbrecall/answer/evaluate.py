@@ -113,8 +113,9 @@ def by_confidence(outcomes: Iterable[AnswerOutcome],
     for o in outcomes:
         if o.value_first is None or o.answer.confidence is None:
             continue
-        n, right = levels[model.level(o.answer.confidence)]
-        levels[model.level(o.answer.confidence)] = (n + 1, right + bool(o.value_first))
+        level = model.level(o.answer.confidence)
+        n, right = levels[level]
+        levels[level] = (n + 1, right + bool(o.value_first))
     return levels
 
 
