@@ -132,6 +132,9 @@ def test_answer_panel_streams_an_answer(served, page) -> None:  # type: ignore[n
         assert page.locator("#answer-citations a").count() >= 1
         href = page.locator("#answer-citations a").first.get_attribute("href") or ""
         assert re.fullmatch(r"/nb/[0-9a-f]{64}#cell-id=.+", href), href
+        # the best value's row says how likely the answer thinks it is right
+        first_row = page.locator("#answer-values tbody tr td").first.inner_text()
+        assert re.fullmatch(r"best · est\. \d{1,3}% right", first_row), first_row
     shot(page, "answer.png")
     assert page.csp_messages == []
 

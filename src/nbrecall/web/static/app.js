@@ -77,8 +77,9 @@
     var listEl = document.getElementById("answer-citations");
     var valuesEl = document.getElementById("answer-values");
 
-    // The best value and the alternatives ("also found"), one row each, linked to their cells.
-    function showValues(values) {
+    // The best value and the alternatives ("also found"), one row each, linked to their cells; the best one with
+    // the answer's estimate that it is the value asked for (`confidence`).
+    function showValues(values, confidence) {
       if (!valuesEl) return;
       var body = valuesEl.querySelector("tbody");
       body.textContent = "";
@@ -87,7 +88,8 @@
         var tr = document.createElement("tr");
         // a symbol's label (`Ku`) with what the notebook says it is, when it says
         var label = v.meaning ? v.label + " — " + v.meaning : v.label;
-        var cells = [i === 0 ? "best" : "also found", v.value, label, null, v.year ? String(v.year) : ""];
+        var best = typeof confidence === "number" ? "best · est. " + Math.round(confidence * 100) + "% right" : "best";
+        var cells = [i === 0 ? best : "also found", v.value, label, null, v.year ? String(v.year) : ""];
         cells.forEach(function (content, j) {
           var td = document.createElement("td");
           if (j === 1) td.className = "value";
@@ -137,7 +139,7 @@
           if (event.answer) {
             if (!text) text = event.answer.text || "";
             (event.answer.citations || []).forEach(addCitation);
-            showValues(event.answer.values);
+            showValues(event.answer.values, event.answer.confidence);
             if (event.answer.notice) notice(event.answer.notice);
           }
           linkify(textEl, text, cited);
