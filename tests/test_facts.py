@@ -55,6 +55,30 @@ def test_line_facts(line: str, expected: list[tuple[str, str]]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("latency: 20ms", [("latency", "20", "ms")]),
+        ("mass = 5kg", [("mass", "5", "kg")]),
+        ("Speed: 3.2GHz", [("Speed", "3.2", "GHz")]),
+        ("dt = 1e-3s", [("dt", "1e-3", "s")]),
+        ("Time taken : 12.12s", [("Time taken", "12.12", "s")]),
+        ("P = 100kW, Q = 20kvar", [("P", "100", "kW")]),  # `kvar` is no symbol it knows: no value made up
+        ("ligand RMSD = 1.35Å", [("ligand RMSD", "1.35", "Å")]),
+        ("RMSD = 1.35 Å", [("RMSD", "1.35", "Å")]),
+        ("in the 1990s we had 3 ships", [("in the 1990s we had", "3", "ships")]),  # a decade, not 1990 seconds
+        ("model v2 = 3D", []),  # a digit glued to a name or a letter is no value
+        # only where the line says a value follows: not a repr's sizes, a progress bar, a sentence's number
+        ("OLR (depth) float64 8B 251.0", [("OLR (depth) float64 8B", "251.0", "")]),
+        ("[=====] - 25s 3ms/step - loss: 0.59", [("[=====] - 25s 3ms/step - loss", "0.59", "")]),
+        ("the run took 5min", []),
+        ("x1 = 4", [("x1", "4", "")]),
+    ],
+)
+def test_a_unit_glued_to_its_number_is_the_value_s_unit(line: str, expected: list[tuple[str, str, str]]) -> None:
+    assert [(label, value, unit) for label, value, unit, _shown in line_facts(line)] == expected
+
+
+@pytest.mark.parametrize(
     ("value", "number"),
     [("1,284.6", 1284.6), ("0.170+/-0.002", 0.17), ("0.200 +/- 0.018", 0.2), ("0.182, 0.218", 0.182),
      ("3 to 5", 3.0), ("[0.95035, 0.96]", None), ("(0.0, 64.0)", None), ("1, 2, 3", None), ("n/a", None)],

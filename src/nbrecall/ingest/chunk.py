@@ -54,7 +54,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 17: a label a loop prints under several block headers of one template is named by each value's header too
 #     (`Integrating High-sensitivity RCM · The ECS`)
 # 18: a spread printed without spaces (`0.170+/-0.002`) is one value with its unit, not two
-CHUNKER_VERSION = 18
+# 19: a number with a unit symbol glued to it (`20ms`, `5kg`, `12.12s`) is a value with that unit; a unit may start
+#     with any letter (`1.35 Å`)
+CHUNKER_VERSION = 19
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

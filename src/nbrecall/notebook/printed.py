@@ -40,6 +40,13 @@ _REAL = r"(?:\d(?:[\d_]|,(?=\d))*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 NUMBER = re.compile(
     rf"(?<![\w.])(?<![A-Za-z]-)[-+−]?{_REAL}(?:[-+]{_REAL}j|j)?(?:/\d+(?![\d.]))?%?(?![\w.]*[A-Za-z_(])"
 )
+# A number with a unit symbol glued to it (`20ms`, `5kg`, `3.2GHz`, `12.12s`): an SI prefix and a base symbol, or a
+# unit written without one. NUMBER refuses a number followed by letters (`3D`, `2nd`, `v2`); these symbols are
+# units, read only where the line says a value follows (`latency: 20ms`, `x=1.036m`), not in a repr's sizes
+# (`float64 216B`) or a progress bar (`25s 3ms/step`). A four-digit number before `s` is a decade (`the 1990s`).
+_GLUED_UNIT = (r"(?:[kMGTmµμunpc]?(?:m|g|s|Hz|W|Wh|V|A|J|N|Pa|eV|Ω|L|l|t)|min|h|rpm|K|mol|bar|mbar|°[CF]|ft|in|lb|"
+               r"psi|mph|kph|kts|kWh|MWh|GWh)")
+_GLUED = re.compile(rf"(?<![\w.])(?<![A-Za-z]-)[-+−]?{_REAL}(?={_GLUED_UNIT}(?![\w.]))(?<!\d{{4}}(?=s\b))")
 # The marks of a ± spread and of a range (`0.200 +/- 0.018`, `3 to 5`): shared by what joins the numbers of one
 # printed value (`_JOIN`) and what reads such a value as one statistic (`_TWO_NUMBERS`).
 _SPREAD_MARK = r"\+/-|±|\+-"
@@ -51,8 +58,8 @@ _JOIN = re.compile(rf"\s*(?:,\s*|\s*(?:{_SPREAD_MARK})\s*|\s+(?:{_RANGE_MARK})\s
 _SIGNED_SPREAD = re.compile(r"\+/?")
 _CONNECTOR_END = re.compile(r"(?:[=:≈~]|\b(?:is|are|was|were|of|equals|ist|sind|beträgt|von))\s*$", re.I)
 _UNIT = re.compile(
-    r"\s*(\[[^\[\]\n]{1,20}\]|\([^()\n]{1,20}\)|°[CFK]\b|[%°‰]|(?:[A-Za-zµμΩ°$€£][\w°²³µ$€]*"
-    r"(?:\s*(?:\*\*|/|\*|·|\^)\s*(?:[A-Za-zµμΩ°][\w°²³]*|\d+))*))"
+    r"\s*(\[[^\[\]\n]{1,20}\]|\([^()\n]{1,20}\)|°[CFK]\b|[%°‰]|(?:(?:[^\W\d_]|[°$€£])[\w°²³µ$€]*"
+    r"(?:\s*(?:\*\*|/|\*|·|\^)\s*(?:(?:[^\W\d_]|°)[\w°²³]*|\d+))*))"
 )
 # Words after a number that continue a sentence rather than name a unit.
 _NOT_UNIT = frozenset((
@@ -121,7 +128,13 @@ _DATE = re.compile(r"(?<![\w.])\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.
 def value_runs(line: str) -> list[_Run]:
     """Spans of values in a printed line, each with the unit written after it."""
     dates = [m.span() for m in _DATE.finditer(line)] if "-" in line else []
-    numbers = [m for m in NUMBER.finditer(line) if not any(a <= m.start() < b for a, b in dates)]
+    found = list(NUMBER.finditer(line))
+    if any(c.isdigit() for c in line):
+        taken = {m.start() for m in found}
+        glued = (m for m in _GLUED.finditer(line)
+                 if m.start() not in taken and _CONNECTOR_END.search(line[: m.start()].rstrip() + " "))
+        found = sorted([*found, *glued], key=lambda m: m.start())
+    numbers = [m for m in found if not any(a <= m.start() < b for a, b in dates)]
     runs: list[_Run] = []
     for m in numbers:
         if runs and m.start() < runs[-1].unit_end:
