@@ -84,11 +84,13 @@ def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES, *,
     cells: set[tuple[str, int]] = set()
     values: set[str] = set()
     for cand in ranked:
-        where, value = (cand.nb_sha, cand.fact.cell), same_value(cand.fact.value)
-        if where in cells or (distinct_values and value in values):
+        where = (cand.nb_sha, cand.fact.cell)
+        value = same_value(cand.fact.value) if distinct_values else ""
+        if where in cells or value in values:
             continue
         cells.add(where)
-        values.add(value)
+        if distinct_values:
+            values.add(value)
         picked.append(cand)
         if len(picked) >= most:
             break
