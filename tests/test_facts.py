@@ -66,6 +66,9 @@ def test_line_facts(line: str, expected: list[tuple[str, str]]) -> None:
         ("ligand RMSD = 1.35Å", [("ligand RMSD", "1.35", "Å")]),
         ("RMSD = 1.35 Å", [("RMSD", "1.35", "Å")]),
         ("in the 1990s we had 3 ships", [("in the 1990s we had", "3", "ships")]),  # a decade, not 1990 seconds
+        ("year = 1990s", []),
+        ("running time: 0.8212654160161037s", [("running time", "0.8212654160161037", "s")]),  # no decade
+        ("dt: 0.0001s", [("dt", "0.0001", "s")]),
         ("model v2 = 3D", []),  # a digit glued to a name or a letter is no value
         # only where the line says a value follows: not a repr's sizes, a progress bar, a sentence's number
         ("OLR (depth) float64 8B 251.0", [("OLR (depth) float64 8B", "251.0", "")]),

@@ -46,7 +46,9 @@ NUMBER = re.compile(
 # (`float64 216B`) or a progress bar (`25s 3ms/step`). A four-digit number before `s` is a decade (`the 1990s`).
 _GLUED_UNIT = (r"(?:[kMGTmµμunpc]?(?:m|g|s|Hz|W|Wh|V|A|J|N|Pa|eV|Ω|L|l|t)|min|h|rpm|K|mol|bar|mbar|°[CF]|ft|in|lb|"
                r"psi|mph|kph|kts|kWh|MWh|GWh)")
-_GLUED = re.compile(rf"(?<![\w.])(?<![A-Za-z]-)[-+−]?{_REAL}(?={_GLUED_UNIT}(?![\w.]))(?<!\d{{4}}(?=s\b))")
+_GLUED = re.compile(
+    rf"(?<![\w.])(?<![A-Za-z]-)[-+−]?{_REAL}(?={_GLUED_UNIT}(?![\w.]))(?<!(?<![\d.])\d{{4}}(?=s\b))"
+)
 # The marks of a ± spread and of a range (`0.200 +/- 0.018`, `3 to 5`): shared by what joins the numbers of one
 # printed value (`_JOIN`) and what reads such a value as one statistic (`_TWO_NUMBERS`).
 _SPREAD_MARK = r"\+/-|±|\+-"
