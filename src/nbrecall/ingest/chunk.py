@@ -56,7 +56,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 18: a spread printed without spaces (`0.170+/-0.002`) is one value with its unit, not two
 # 19: a number with a unit symbol glued to it (`20ms`, `5kg`, `12.12s`) is a value with that unit; a unit may start
 #     with any letter (`1.35 Å`)
-CHUNKER_VERSION = 19
+# 20: … a number ending in four digits before `s` is a decade only when it is a bare four-digit integer (`1990s`,
+#     not `0.8212654160161037s`)
+CHUNKER_VERSION = 20
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).
