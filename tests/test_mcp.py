@@ -15,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from typer.testing import CliRunner
 
+from nbrecall.answer.types import Answer
 from nbrecall.cli import app
 from nbrecall.config import EmbedSettings, Settings
 from nbrecall.index.embed import load_embedder
@@ -101,6 +102,9 @@ def test_mcp_server_tools(real_index: Path, model_cache: Path) -> None:
     assert answer["text"].startswith(best["shown"])
     assert answer["citations"][0]["label"] == f"[{BALLAST} › Cell {best['cell']}]"
     assert {"label", "unit", "cell_id", "year"} <= set(best) and len(answer["values"]) <= 3
+    # the same JSON form as `ask --json` and `/api/ask` (`Answer.as_dict`), citations with a label to quote
+    assert answer["kind"] == "value" and 0 < answer["confidence"] <= 1
+    assert Answer.from_dict(answer).values[0].value == best["value"]
 
     got = cell.structured_content or json.loads(cell.content[0].text)
     assert got["notebook"] == BALLAST and got["cell"] == 4 and got["cell_type"] == "code"

@@ -1140,9 +1140,7 @@ def ask(
     if final is None:
         raise typer.Exit(1)
     if as_json:
-        from nbrecall.answer.types import AnswerEvent
-
-        sys.stdout.write(json.dumps(AnswerEvent("done", answer=final).as_dict()["answer"], ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(final.as_dict(), ensure_ascii=False) + "\n")
         return
     sys.stdout.write("\n")
     if final.citations:

@@ -20,7 +20,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from nbrecall.answer.answer import answer as answer_question
 from nbrecall.answer.places import heading_paths
-from nbrecall.answer.types import Citation
 from nbrecall.config import Settings
 from nbrecall.records import SearchFilters
 from nbrecall.service import Archive
@@ -135,19 +134,10 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
         filters = parse_filters(year, project, author, tag, include_deprecated)
         found = answer_question(question, archive, settings, filters)
 
-        def cells(citations: list[Citation]) -> list[dict[str, Any]]:
-            return [{**c.__dict__, "label": c.label()} for c in citations]
-
-        return {
-            "question": found.question,
-            "text": found.text,
-            "mode": found.mode,
-            "notice": found.notice,
-            "citations": cells(found.citations),
-            "values": [v.as_dict() for v in found.values],
-            "places": cells(found.places),
-            "confidence": None if found.confidence is None else round(found.confidence, 3),
-        }
+        data = found.as_dict()
+        for key, citations in (("citations", found.citations), ("places", found.places)):
+            data[key] = [{**c.__dict__, "label": c.label()} for c in citations]  # `[notebook › Cell n]` to quote
+        return data
 
     @server.tool()
     def get_cell(notebook: str, cell: int) -> dict[str, Any]:

@@ -73,6 +73,20 @@ class Answer:
     # A value answer's chance that its first value is the one asked for (`answer.confidence`); None otherwise
     confidence: float | None = None
 
+    def as_dict(self) -> dict[str, Any]:
+        """The answer's JSON form: what `ask --json`, `/api/ask` and the MCP `ask` tool give."""
+        return {
+            "question": self.question,
+            "text": self.text,
+            "mode": self.mode,
+            "notice": self.notice,
+            "kind": self.kind,
+            "citations": [c.__dict__ for c in self.citations],
+            "values": [v.as_dict() for v in self.values],
+            "places": [c.__dict__ for c in self.places],
+            "confidence": None if self.confidence is None else round(self.confidence, 3),
+        }
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Answer:
         """The answer from its JSON form (the `answer` of a `done` event): what `ask` reads from a running server,
@@ -100,17 +114,7 @@ class AnswerEvent:
         if self.citation is not None:
             data["citation"] = self.citation.__dict__
         if self.answer is not None:
-            data["answer"] = {
-                "question": self.answer.question,
-                "text": self.answer.text,
-                "mode": self.answer.mode,
-                "notice": self.answer.notice,
-                "kind": self.answer.kind,
-                "citations": [c.__dict__ for c in self.answer.citations],
-                "values": [v.as_dict() for v in self.answer.values],
-                "places": [c.__dict__ for c in self.answer.places],
-                "confidence": None if self.answer.confidence is None else round(self.answer.confidence, 3),
-            }
+            data["answer"] = self.answer.as_dict()
         return data
 
     @classmethod

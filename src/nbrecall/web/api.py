@@ -212,7 +212,6 @@ def _answer_stream(
 ) -> StreamingResponse | JSONResponse:
     try:
         from nbrecall.answer.answer import answer, stream_answer
-        from nbrecall.answer.types import AnswerEvent
     except ModuleNotFoundError as exc:
         if exc.name not in ("nbrecall.answer.answer", "nbrecall.answer"):
             raise
@@ -220,7 +219,7 @@ def _answer_stream(
     state.warm()
     if form == "json":
         done = answer(question, state.archive, state.settings, filters)
-        return JSONResponse(AnswerEvent("done", answer=done).as_dict()["answer"])
+        return JSONResponse(done.as_dict())
 
     def events() -> Iterator[str]:
         try:
