@@ -28,6 +28,7 @@ from heldout.verify import ROOTS  # each corpus' root, found from the checkout (
 from nbrecall.answer.compose import extractive_answer
 from nbrecall.answer.evaluate import judge_answer
 from nbrecall.answer.question import read_question
+from nbrecall.answer.rerank import rerank
 from nbrecall.answer.values import score
 from nbrecall.search.evaluate import Query, judge, load_queries, resolve_copies
 from nbrecall.service import Archive
@@ -48,6 +49,8 @@ def measure(archive: Archive, queries: list[Query], rows: list[str] | None = Non
                            0)
     for q, result, cands, context in prepare(archive, archive.settings, queries, None):
         ranked = score(read_question(q.query), copy.deepcopy(cands), result)
+        answer = archive.settings.answer
+        ranked = rerank(ranked, model=answer.ranker_model) if answer.rerank else ranked  # the order `ask` uses
         outcome = judge_answer(q, extractive_answer(q.query, result, archive, ranked=ranked), context)
         rank = judge(q, [h.contract() for h in result.hits(30)]).notebook_rank  # as `nbrecall eval` ranks
         if rows is not None:
@@ -80,10 +83,16 @@ def main() -> None:
     parser.add_argument("--per-question", type=Path, metavar="FILE",
                         help="write one line per question (id, kind, notebook rank, value@1, value@3, cell@1, "
                              "context, cell@3) to FILE")
+    parser.add_argument("--ranker-model", default="", metavar="FILE",
+                        help="order values with this model (`bench/ranker_fit.py --out`), not the bundled one")
+    parser.add_argument("--no-rerank", action="store_true", help="the hand-set score's order (`answer.rerank` off)")
     args = parser.parse_args()
     rows: list[str] = []
     roots = {**ROOTS, **dict(item.split("=", 1) for item in args.root)}
     archives: dict[str, Archive] = {k: open_archive(Path(v)) for k, v in (item.split("=", 1) for item in args.index)}
+    for archive in archives.values():
+        archive.settings.answer.ranker_model = args.ranker_model
+        archive.settings.answer.rerank = not args.no_rerank
     print("| set | corpus | n | nb@1 | nb@3 | value@1 | value@3 | value cell@1 | where cell@1 | where cell@3 | "
           "value in context |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -7,7 +7,7 @@ from typing import Any, cast
 import pytest
 
 from nbrecall.answer.compose import value_answer
-from nbrecall.answer.confidence import ConfidenceModel, evidence, value_confidence
+from nbrecall.answer.confidence import LEARNED, LEARNED_ALONE, ConfidenceModel, evidence, model_for, value_confidence
 from nbrecall.answer.question import read_question
 from nbrecall.answer.types import Answer, AnswerEvent
 from nbrecall.answer.values import RankedFact, ValueWeights
@@ -139,3 +139,18 @@ def test_keywords_get_the_value_first_when_its_confidence_is_at_least_possible()
     assert not _keywords_for_a_value(keywords, uncertain)
     assert not _keywords_for_a_value(asked, possible)  # put as a question: the evidence decides, as before
     assert not _keywords_for_a_value(read_question("what peak discharge did we get at the urban gauge"), possible)
+
+
+def test_in_the_learned_order_the_margin_is_the_model_s_lead_and_its_coefficients_apply() -> None:
+    """After `rerank` the first value need not score highest: its margin is read on the model's scores, over the
+    best candidate holding a different value, and the learned order's own coefficients give the probability."""
+    weights = ValueWeights()
+    first, same, rival = _cand(1, "0.95", "a", 2.0), _cand(2, "0.950", "b", 3.0), _cand(3, "0.40", "c", 2.5)
+    first.learned, same.learned, rival.learned = 1.2, 0.9, 0.2
+    ranked = [first, same, rival]
+    share, margin = evidence(ranked, weights)
+    assert share == pytest.approx(2.0 / weights.ceiling()) and margin == pytest.approx(1.0)  # 1.2 - 0.2, not 2.0-3.0
+    assert model_for(ranked) is LEARNED and model_for([_cand(1, "1", "a", 1.0)]) == ConfidenceModel()
+    assert value_confidence(ranked, weights) == pytest.approx(LEARNED.probability(share, 1.0))
+    alone = [first, same]  # nothing contradicts the first value
+    assert evidence(alone, weights)[1] == LEARNED_ALONE

@@ -875,12 +875,12 @@ def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root
     from nbrecall.answer.compose import extractive_answer
     from nbrecall.answer.evaluate import by_confidence, evaluate_answers
     from nbrecall.answer.question import read_question
+    from nbrecall.answer.rerank import ordered_values
     from nbrecall.answer.types import Answer
-    from nbrecall.answer.values import rank_values
 
     def ask(text: str) -> tuple[Answer, str | None]:
         result = archive.search(text)
-        ranked = rank_values(read_question(text), result, archive) if result.notebooks else []
+        ranked = ordered_values(read_question(text), result, archive) if result.notebooks else []
         context = llm_context(text, result, archive, settings, ranked=ranked).text
         return extractive_answer(text, result, archive, ranked=ranked), context
 

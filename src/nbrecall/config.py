@@ -138,6 +138,12 @@ class AnswerSettings:
     temperature: float = 0.1
     secrets_file: str | None = None  # encrypted API keys; default <index>/secrets.json
     kind: str = ""  # "": the LLM when base_url and model are set, else extractive; "extractive", "llm", a plugin's
+    # The best value candidates in the order a model learned from other archives (`answer.rerank`); false: the
+    # hand-set score's order
+    rerank: bool = True
+    # The learned order's model: "" is the one nbrecall ships (`answer/ranker.onnx`); a path is one trained on your
+    # own labelled questions by `bench/ranker_fit.py --out`
+    ranker_model: str = ""
 
 
 @dataclass

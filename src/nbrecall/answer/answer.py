@@ -22,8 +22,9 @@ from nbrecall.answer.compose import extractive_answer, pick_values
 from nbrecall.answer.context import Context, ContextValue, build_context
 from nbrecall.answer.llm import SYSTEM_PROMPT, LLMClient, LLMError, ThinkFilter, parse_citations, user_message
 from nbrecall.answer.question import read_question
+from nbrecall.answer.rerank import ordered_values
 from nbrecall.answer.types import Answer, AnswerEvent
-from nbrecall.answer.values import RankedFact, rank_values
+from nbrecall.answer.values import RankedFact
 from nbrecall.config import Settings
 from nbrecall.keys import KeyStoreError, resolve_api_key
 from nbrecall.records import CellRecord, SearchFilters
@@ -119,7 +120,7 @@ def llm_context(question: str, result: SearchResult, archive: Archive, settings:
     values: list[ContextValue] = []
     if result.notebooks:
         if ranked is None:
-            ranked = rank_values(read_question(question), result, archive, filters)
+            ranked = ordered_values(read_question(question), result, archive, filters)
         cells = {(c.nb_sha, c.fact.cell) for c in pick_values(ranked, CONTEXT_FILL_VALUES, distinct_values=False)}
         values = [ContextValue(c.fact.statement(), c.notebook, c.nb_sha, c.fact.cell, c.fact.cell_id, c.fact.heading)
                   for c in ranked if (c.nb_sha, c.fact.cell) in cells]

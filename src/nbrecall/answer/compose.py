@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nbrecall.answer.confidence import ConfidenceModel, same_value, value_confidence
+from nbrecall.answer.confidence import ConfidenceModel, model_for, same_value, value_confidence
 from nbrecall.answer.places import where_answer
 from nbrecall.answer.question import Question, read_question
+from nbrecall.answer.rerank import ordered_values
 from nbrecall.answer.sentences import term_answer
 from nbrecall.answer.types import Answer, Citation, FoundValue
-from nbrecall.answer.values import RankedFact, ValueWeights, rank_values
+from nbrecall.answer.values import RankedFact, ValueWeights
 from nbrecall.index.terms import match, term_set
 from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import SearchResult
@@ -114,7 +115,7 @@ def value_answer(question: Question, result: SearchResult, archive: Archive, fil
     """The best value and its alternatives; None when no candidate shares anything with the question and none
     is in the cell retrieval found (`ranked`: the candidates already ranked, for a caller that scores them)."""
     if ranked is None:
-        ranked = rank_values(question, result, archive, filters, weights)
+        ranked = ordered_values(question, result, archive, filters, weights)
     if not ranked:
         return None
     picked = pick_values(ranked)
@@ -133,7 +134,7 @@ def value_answer(question: Question, result: SearchResult, archive: Archive, fil
         notices.append(f"the value's name does not say “{asked}”: check the cell before you use it")
     if first.stale:
         notices.append("the value comes from outputs that could not be re-rendered (stale)")
-    model = ConfidenceModel()
+    model = model_for(ranked)
     confidence = value_confidence(ranked, weights, model)
     if model.level(confidence) == "uncertain":
         notices.append(f"uncertain (an estimated {confidence:.0%} chance that this is the value asked for: it "
@@ -200,16 +201,19 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
         return term if term is not None else place_answer(
             q, result, archive, "no defining sentence found; the closest cell is shown")
     if ranked is None:
-        ranked = rank_values(q, result, archive, filters, weights)
-    if q.subject and not any(t in found for t in q.subject) and ranked and \
-            ranked[0].signals.get("similarity", 0.0) < ABSENT_SUBJECT_SIMILARITY:  # the value that would be given
+        ranked = ordered_values(q, result, archive, filters, weights)
+    # The gates judge the archive's best match, the candidate the score ranks first, in either order: the learned
+    # order (`rerank`) only chooses which value comes first
+    top = max(ranked, key=lambda c: c.score) if ranked else None
+    if q.subject and not any(t in found for t in q.subject) and top is not None and \
+            top.signals.get("similarity", 0.0) < ABSENT_SUBJECT_SIMILARITY:
         return place_answer(q, result, archive, f"no notebook found mentions “{' '.join(q.subject)}” and no "
                             "printed value is close in meaning: no value is given; the closest cell is shown")
     value = value_answer(q, result, archive, filters, weights, ranked)
     w = weights or ValueWeights()
     if value is not None and _keywords_for_a_value(q, value):
         return value
-    if value is not None and ranked and ranked[0].score < w.min_share * w.ceiling():
+    if value is not None and top is not None and top.score < w.min_share * w.ceiling():
         notice = ("the values found score low for this question: the closest cell is shown first, the values "
                   "that score best under it" if q.kind == "value" else None)
         return with_values(place_answer(q, result, archive, notice), value)

@@ -14,6 +14,7 @@ they read.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nbrecall.answer.values import RankedFact, ValueWeights
@@ -42,6 +43,13 @@ class ConfidenceModel:
         return "possible" if probability >= self.uncertain_below else "uncertain"
 
 
+# In the learned order (`rerank`) the margin is read on the model's scores: coefficients fitted by
+# `bench/ranker_fit.py` on each archive's questions ordered by a model that never saw that archive (bench/README.md,
+# session 19). A first value that no candidate contradicts leads by `LEARNED_ALONE`.
+LEARNED = ConfidenceModel(intercept=-2.26, share_weight=2.54, margin_weight=0.68)
+LEARNED_ALONE = 3.0
+
+
 def same_value(value: str) -> str:
     """What makes two printed values one answer: their leading number to six significant digits (`0.95` and
     `0.950`), else the text itself."""
@@ -49,15 +57,30 @@ def same_value(value: str) -> str:
     return f"{number:.6g}" if number is not None else value.strip()
 
 
+def lead(scores: Sequence[float], values: Sequence[str], alone: float) -> float:
+    """How far the first of `scores` stands above the best one holding a different value (`alone` when none does):
+    a value printed twice is one answer, not two rivals."""
+    mine = same_value(values[0])
+    rivals = [score for score, value in zip(scores[1:], values[1:], strict=True) if same_value(value) != mine]
+    return scores[0] - max(rivals) if rivals else alone
+
+
 def evidence(ranked: list[RankedFact], weights: ValueWeights) -> tuple[float, float]:
-    """`share` and `margin` of the first of `ranked` (best first; see the module docstring)."""
+    """`share` and `margin` of the first of `ranked` (best first; see the module docstring). In the learned order
+    (`rerank`) the margin is the model's lead over the best different value, else the score's."""
     if not ranked:
         return 0.0, 0.0
     best = ranked[0]
-    ceiling = weights.ceiling() or 1.0
-    mine = same_value(best.fact.value)
-    rival = next((c.score for c in ranked[1:] if same_value(c.fact.value) != mine), 0.0)
-    return best.score / ceiling, best.score - rival
+    share = best.score / (weights.ceiling() or 1.0)
+    if best.learned is not None:
+        head = [c for c in ranked if c.learned is not None]
+        return share, lead([c.learned or 0.0 for c in head], [c.fact.value for c in head], LEARNED_ALONE)
+    return share, lead([c.score for c in ranked], [c.fact.value for c in ranked], best.score)
+
+
+def model_for(ranked: list[RankedFact]) -> ConfidenceModel:
+    """The coefficients for the order `ranked` is in: the learned order's (`LEARNED`) or the score's (defaults)."""
+    return LEARNED if ranked and ranked[0].learned is not None else ConfidenceModel()
 
 
 def value_confidence(ranked: list[RankedFact], weights: ValueWeights | None = None,
@@ -66,4 +89,4 @@ def value_confidence(ranked: list[RankedFact], weights: ValueWeights | None = No
     if not ranked:
         return 0.0
     share, margin = evidence(ranked, weights or ValueWeights())
-    return (model or ConfidenceModel()).probability(share, margin)
+    return (model or model_for(ranked)).probability(share, margin)

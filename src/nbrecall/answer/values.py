@@ -20,6 +20,7 @@ is a chunk of kind `fact`: keyword and vector search see it like any chunk). Eac
   Their weights are fitted (`bench/answer_fit.py`).
 
 The weights are `ValueWeights`; `bench/answer_ablation.py` measures each signal's part on both development sets.
+The answers then take the best candidates in a learned order (`rerank.py`) that combines these signals with others.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ class RankedFact:
     signals: dict[str, float] = field(default_factory=dict)
     terms: dict[str, float] = field(default_factory=dict)  # what each weight of `ValueWeights` multiplies
     score: float = 0.0
+    learned: float | None = None  # its score in the learned order (`rerank`), when that order was applied
 
     def outside(self) -> bool:
         """Its notebook is not among retrieval's first three (the `outside` weight scales its score)."""

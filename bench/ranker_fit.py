@@ -1,0 +1,197 @@
+"""Train and check the learned order of value candidates (`nbrecall.answer.rerank`), and write its model.
+
+For every value question of the sets given, the candidates are scored with the default weights (`values.score`), the
+first `rerank.TOP` kept and described by `rerank.features`; a candidate is right when it holds the expected value
+(`answer.evaluate.holds_value`, the judge's own test). LightGBM learns an order from them (lambdarank, fixed settings
+below: they are not tuned per run). Sets that share an index are one archive: each archive's questions are ordered by
+a model trained on the other archives only, and the first candidate right (top-1) and a right one among the first
+three (top-3) are printed per set against the score's own order: what the model does on an archive it never saw.
+Last, a model is trained on every set not named by --test and written as ONNX (--out); the --test sets, never trained
+on, are reported with it.
+
+Needs the `fit` extra (lightgbm, onnxmltools); nbrecall itself runs the model with onnxruntime only.
+
+    .venv/bin/python bench/ranker_fit.py --cache /tmp/rank \\
+        --set eval=/tmp/idx1:../shared/eval/queries.jsonl:../shared/corpus \\
+        --set eval2=/tmp/idx2:../shared/eval2/queries.jsonl:../shared/eval2/corpus \\
+        --set F=/tmp/idxf:bench/heldout/queries_f.jsonl:/tmp/fresh_f/corpus … --test L
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from answer_fit import load_set  # bench/, beside this script
+from confidence_fit import fit, model_of, table
+from nbrecall.answer.confidence import LEARNED_ALONE, ConfidenceModel, lead
+from nbrecall.answer.evaluate import holds_value
+from nbrecall.answer.question import read_question
+from nbrecall.answer.rerank import FEATURES, TOP, features
+from nbrecall.answer.values import ValueWeights, score
+
+SETTINGS = {"objective": "lambdarank", "learning_rate": 0.05, "num_leaves": 7, "min_data_in_leaf": 50,
+            "feature_fraction": 1.0, "lambdarank_truncation_level": 10, "deterministic": True, "num_threads": 2,
+            "seed": 1, "verbose": -1}
+ROUNDS = 200
+OUT = Path(__file__).resolve().parent.parent / "src" / "nbrecall" / "answer" / "ranker.onnx"
+
+
+@dataclass
+class Question:
+    set_name: str
+    archive: str  # the index: sets that share one are one archive
+    rows: np.ndarray
+    right: np.ndarray
+    values: list[str]  # each candidate's value as printed (two candidates may hold one value)
+
+
+def questions(spec: str, cache: Path | None) -> list[Question]:
+    data = load_set(spec, cache)
+    archive = spec.split("=", 1)[1].split(":", 1)[0]
+    weights = ValueWeights()
+    out = []
+    for q, result, cands, _context in data.prepared:
+        if q.kind != "value" or not q.answer or not cands:
+            continue
+        ranked = score(read_question(q.query), copy.deepcopy(cands), result, weights)[:TOP]
+        right = np.array([holds_value(q.answer, c.fact.shown) or holds_value(q.answer, c.fact.statement())
+                          for c in ranked], dtype=np.float32)
+        out.append(Question(data.name, archive, features(ranked, weights), right, [c.fact.value for c in ranked]))
+    return out
+
+
+def train(items: list[Question]):  # type: ignore[no-untyped-def]
+    import lightgbm as lgb
+
+    x = np.vstack([q.rows for q in items])
+    y = np.concatenate([q.right for q in items])
+    return lgb.train(SETTINGS, lgb.Dataset(x, y, group=[len(q.right) for q in items]), num_boost_round=ROUNDS)
+
+
+def hits(items: list[Question], order_of) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """(top-1, top-3) right under an ordering function of a question's rows."""
+    one = three = 0
+    for q in items:
+        order = order_of(q)
+        one += bool(q.right[order[0]])
+        three += bool(q.right[order[:3]].any())
+    return one, three
+
+
+def observation(q: Question, scores: np.ndarray) -> tuple[float, float, float]:
+    """(share, margin, right) of the first candidate in the order of `scores`, as `confidence.evidence` reads them."""
+    order = np.argsort(-scores, kind="stable")
+    first = int(order[0])
+    margin = lead([float(scores[i]) for i in order], [q.values[i] for i in order], LEARNED_ALONE)
+    return float(q.rows[first, FEATURES.index("share")]), margin, float(q.right[first])
+
+
+def calibrate(items: list[Question], unseen: dict[int, np.ndarray], names: list[str], test: set[str]) -> None:
+    """The confidence of the learned order (`confidence.LEARNED`): a logistic curve of share and the model's lead,
+    fitted on questions ordered by models that never saw their archive; each archive's calibration checked with
+    coefficients fitted on the other archives."""
+    obs = {id(q): observation(q, unseen[id(q)]) for q in items}
+    train_items = [q for q in items if q.set_name not in test]
+    margins = np.array([obs[id(q)][1] for q in train_items])
+    print("the model's lead over the best different value, percentiles 10/50/90/99:",
+          np.round(np.percentile(margins[margins < LEARNED_ALONE], [10, 50, 90, 99]), 2))
+    held: dict[int, float] = {}
+    for archive in dict.fromkeys(q.archive for q in train_items):
+        w = fit(np.array([obs[id(q)] for q in train_items if q.archive != archive]))
+        for q in train_items:
+            if q.archive == archive:
+                held[id(q)] = model_of(w).probability(*obs[id(q)][:2])
+    levels = ConfidenceModel()
+    print("Confidence, each archive's coefficients fitted on the other archives:")
+    for name in names:
+        chosen = [q for q in train_items if q.set_name == name]
+        if chosen:
+            print(table(name, np.array([held[id(q)] for q in chosen]), np.array([obs[id(q)][2] for q in chosen]),
+                        levels))
+    print(table("all trained", np.array([held[id(q)] for q in train_items]),
+                np.array([obs[id(q)][2] for q in train_items]), levels))
+    w = fit(np.array([obs[id(q)] for q in train_items]))
+    print(f"LEARNED = ConfidenceModel(intercept={w[0]:.2f}, share_weight={w[1]:.2f}, margin_weight={w[2]:.2f})")
+    for name in sorted(test):
+        chosen = [q for q in items if q.set_name == name]
+        if chosen:
+            print(table(f"{name} (test)", np.array([model_of(w).probability(*obs[id(q)][:2]) for q in chosen]),
+                        np.array([obs[id(q)][2] for q in chosen]), levels))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", action="append", required=True, metavar="NAME=INDEX:QUERIES[:CORPUS]")
+    parser.add_argument("--cache", type=Path, help="the folder answer_ablation.py caches its searches in")
+    parser.add_argument("--test", default="", metavar="SET,SET,…", help="sets never trained on (reported last)")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"where the ONNX model goes (default {OUT})")
+    parser.add_argument("--no-write", action="store_true", help="report only; write no model")
+    parser.add_argument("--final-only", action="store_true",
+                        help="train and write the model only (no archive-by-archive check, no confidence fit)")
+    args = parser.parse_args()
+    items = [q for spec in args.set for q in questions(spec, args.cache)]
+    names = list(dict.fromkeys(q.set_name for q in items))
+    test = {t for t in args.test.split(",") if t}
+    by_hand = lambda q: np.arange(len(q.right))  # noqa: E731 - the score's own order
+
+    print(f"{len(items)} value questions, {sum(len(q.right) for q in items)} candidates, {len(FEATURES)} features")
+    if args.final_only:
+        write(train([q for q in items if q.set_name not in test]), items, test, args.out)
+        return
+    print("Each archive ordered by a model trained on the other archives (top-1, top-3; the score's order → learned):")
+    learned: dict[str, tuple[int, int]] = {}
+    unseen: dict[int, np.ndarray] = {}  # each question's scores from the model that never saw its archive
+    for archive in dict.fromkeys(q.archive for q in items):
+        model = train([q for q in items if q.archive != archive and q.set_name not in test])
+        for q in items:
+            if q.archive == archive:
+                unseen[id(q)] = model.predict(q.rows)
+        for name in names:
+            chosen = [q for q in items if q.set_name == name and q.archive == archive]
+            if chosen:
+                learned[name] = hits(chosen, lambda q: np.argsort(-unseen[id(q)], kind="stable"))
+    total = [0, 0, 0, 0, 0]
+    for name in names:
+        chosen = [q for q in items if q.set_name == name]
+        base = hits(chosen, by_hand)
+        print(f"{name:>8}: n {len(chosen)}, top-1 {base[0]} → {learned[name][0]}, top-3 {base[1]} → {learned[name][1]}")
+        for i, v in enumerate((len(chosen), *base, *learned[name])):
+            total[i] += v
+    print(f"{'all':>8}: n {total[0]}, top-1 {total[1]} → {total[3]}, top-3 {total[2]} → {total[4]}")
+
+    calibrate(items, unseen, names, test)
+    final = train([q for q in items if q.set_name not in test])
+    for name in sorted(test & set(names)):
+        chosen = [q for q in items if q.set_name == name]
+        got = hits(chosen, lambda q: np.argsort(-final.predict(q.rows), kind="stable"))
+        print(f"never trained on, {name}: top-1 {hits(chosen, by_hand)[0]} → {got[0]}, top-3 "
+              f"{hits(chosen, by_hand)[1]} → {got[1]}")
+    if not args.no_write:
+        write(final, items, test, args.out)
+
+
+def write(final, items: list[Question], test: set[str], out: Path) -> None:  # type: ignore[no-untyped-def]
+    """The model as ONNX at `out`, checked against LightGBM's own predictions."""
+    import onnxmltools
+    import onnxruntime
+    from onnxmltools.convert.common.data_types import FloatTensorType
+
+    shape = FloatTensorType([None, len(FEATURES)])
+    onnx_model = onnxmltools.convert_lightgbm(final, initial_types=[("features", shape)], target_opset=15)
+    onnx_model.graph.name = "nbrecall_value_ranker"  # the converter names it at random: same model, same bytes
+    payload = onnx_model.SerializeToString()
+    rows = np.vstack([q.rows for q in items])
+    session = onnxruntime.InferenceSession(payload, providers=["CPUExecutionProvider"])
+    drift = np.abs(session.run(None, {"features": rows})[0].ravel() - final.predict(rows)).max()
+    out.write_bytes(payload)
+    print(f"wrote {out} ({len(payload):,} bytes, {ROUNDS} trees, trained on "
+          f"{sum(q.set_name not in test for q in items)} questions); ONNX against LightGBM: max difference {drift:.1e}")
+
+
+if __name__ == "__main__":
+    main()

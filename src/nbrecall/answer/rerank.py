@@ -1,0 +1,121 @@
+"""A learned order for the best value candidates: what the hand-set score cannot weigh, learned from other archives.
+
+The hand-set score (`values.score`) adds its signals linearly; refitting those weights never carried to a new
+archive (bench/README.md, sessions 6, 13, 14). What did carry is a ranker that combines the same signals with what
+the score leaves out (the value's origin and form, how many rivals its cell holds, where it stands among its
+notebook's candidates) non-linearly: gradient-boosted trees trained for ranking (LightGBM, lambdarank) on the
+labelled questions of other archives, each archive's gain measured with a model that never saw it
+(`bench/ranker_fit.py`, bench/README.md, session 19).
+
+The model is a file the project builds (`ranker.onnx`, written by `bench/ranker_fit.py`) and runs with onnxruntime,
+which the embedder already needs: no training library at run time. It re-orders the first `TOP` candidates; the
+rest keep the score's order after them. `answer.rerank = false` turns it off (the hand-set order);
+`answer.ranker_model` names a model trained on an archive's own labelled questions instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nbrecall.answer.question import Question
+from nbrecall.answer.values import TERMS, RankedFact, ValueWeights, rank_values
+from nbrecall.notebook.printed import NUMBER, leading_number
+from nbrecall.records import SearchFilters
+from nbrecall.search.retrieve import SearchResult
+
+if TYPE_CHECKING:
+    from nbrecall.service import Archive
+
+# How many of the best-scored candidates the model re-orders (what it was trained on).
+TOP = 40
+ORIGINS = ("result", "line", "entry", "table", "latex", "input")
+# The model's inputs, in order: the score's own terms, then what the score does not weigh.
+FEATURES = (*TERMS, *(f"origin_{o}" for o in ORIGINS), "score", "gap", "position", "share", "notebook_rank",
+            "rank_in_notebook", "cell_candidates", "final", "digits", "integer", "zero", "label_length", "magnitude",
+            "has_unit", "stale")
+MODEL_FILE = "ranker.onnx"
+
+
+def significant_digits(value: str) -> int:
+    """The significant digits of a value's leading number as printed (`282.798193` 9, `10.0000` 1, `0.0061` 2)."""
+    match = NUMBER.search(value)
+    if match is None:
+        return 0
+    digits = "".join(c for c in match.group(0).split("e")[0].split("E")[0] if c.isdigit())
+    return len(digits.strip("0"))
+
+
+def features(ranked: list[RankedFact], weights: ValueWeights | None = None) -> np.ndarray:
+    """One row of `FEATURES` per candidate of `ranked` (best-scored first, as `values.score` returns them)."""
+    weights = weights or ValueWeights()
+    ceiling = weights.ceiling() or 1.0
+    best = ranked[0].score if ranked else 0.0
+    per_cell = Counter((r.nb_sha, r.fact.cell) for r in ranked)
+    seen_in_notebook: Counter[str] = Counter()
+    rows = []
+    for position, r in enumerate(ranked):
+        fact = r.fact
+        number = leading_number(fact.value)
+        row = [r.terms.get(t, 0.0) for t in TERMS]
+        row += [1.0 if fact.origin == o else 0.0 for o in ORIGINS]
+        row += [r.score, best - r.score, float(position), r.score / ceiling,
+                float(r.rank if r.rank is not None else 9), float(seen_in_notebook[r.nb_sha]),
+                float(per_cell[(r.nb_sha, fact.cell)]), float(fact.final),
+                float(min(significant_digits(fact.value), 12)),
+                1.0 if number is not None and float(number).is_integer() else 0.0, 1.0 if number == 0 else 0.0,
+                float(len(fact.label)), math.log1p(abs(number)) if number is not None else -1.0,
+                1.0 if fact.unit else 0.0, 1.0 if fact.stale else 0.0]
+        seen_in_notebook[r.nb_sha] += 1
+        rows.append(row)
+    return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(FEATURES))
+
+
+@lru_cache(maxsize=4)
+def _session(path: str = "") -> Any:
+    """The model at `path` ("": the bundled one), loaded once per process (an immutable file, like the embedder's)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1  # a few dozen rows: threads cost more than they save
+    if path:
+        model = Path(path).expanduser().read_bytes()
+    else:
+        model = resources.files("nbrecall.answer").joinpath(MODEL_FILE).read_bytes()
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def model_scores(rows: np.ndarray, model: str = "") -> np.ndarray:
+    """The model's score for each row of `features` (higher: more likely the value asked for); `model` as in
+    `_session`."""
+    session = _session(model)
+    name = session.get_inputs()[0].name
+    return np.asarray(session.run(None, {name: rows})[0], dtype=np.float64).ravel()
+
+
+def rerank(ranked: list[RankedFact], weights: ValueWeights | None = None, model: str = "") -> list[RankedFact]:
+    """`ranked` with its first `TOP` candidates in the model's order (ties keep the score's order), the rest after.
+    Each of the first keeps its score and gets the model's (`RankedFact.learned`)."""
+    if len(ranked) < 2:
+        return ranked
+    head = ranked[:TOP]
+    learned = model_scores(features(head, weights), model)
+    for candidate, value in zip(head, learned, strict=True):
+        candidate.learned = float(value)  # what the confidence reads (`confidence.evidence`)
+    order = sorted(range(len(head)), key=lambda i: (-learned[i], i))
+    return [head[i] for i in order] + ranked[TOP:]
+
+
+def ordered_values(question: Question, result: SearchResult, archive: Archive, filters: SearchFilters | None = None,
+                   weights: ValueWeights | None = None) -> list[RankedFact]:
+    """The value candidates for `question`, best first: scored (`values.rank_values`), then in the learned order
+    unless the settings turn it off (`answer.rerank`)."""
+    ranked = rank_values(question, result, archive, filters, weights)
+    settings = archive.settings.answer
+    return rerank(ranked, weights, settings.ranker_model) if settings.rerank else ranked

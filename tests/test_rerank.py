@@ -1,0 +1,78 @@
+"""The learned order of value candidates: its features, the bundled model, and the setting that turns it off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nbrecall.answer import rerank as rerank_module
+from nbrecall.answer.rerank import FEATURES, TOP, features, model_scores, ordered_values, rerank, significant_digits
+from nbrecall.answer.values import TERMS, RankedFact
+from nbrecall.notebook.facts import Fact
+
+
+def candidate(value: str, *, cell: int = 1, nb: str = "a", origin: str = "line", score: float = 2.0,
+              rank: int | None = 0, label: str = "x", unit: str = "") -> RankedFact:
+    fact = Fact(cell=cell, cell_id=f"c{cell}", value=value, label=label, shown=f"{label} = {value}", unit=unit,
+                origin=origin)
+    terms = dict.fromkeys(TERMS, 0.0) | {"similarity": 0.5, "notebook": 1.0 if rank == 0 else 0.5}
+    return RankedFact(fact=fact, notebook=f"{nb}.ipynb", nb_sha=nb, year=None, rank=rank, terms=terms, score=score)
+
+
+@pytest.mark.parametrize(("value", "digits"), [
+    ("282.798193", 9), ("10.0000", 1), ("0.0061", 2), ("-1,284.6", 5), ("3.2e-05", 2), ("0", 0), ("n/a", 0),
+])
+def test_significant_digits_of_the_leading_number(value: str, digits: int) -> None:
+    assert significant_digits(value) == digits
+
+
+def test_features_describe_each_candidate_among_its_rivals() -> None:
+    ranked = [candidate("282.798193", score=3.0, origin="table"), candidate("10.0000", score=2.5, origin="table"),
+              candidate("0", cell=4, nb="b", rank=None, score=1.0, unit="m")]
+    rows = features(ranked)
+    assert rows.shape == (3, len(FEATURES)) and rows.dtype == np.float32
+    col = {name: i for i, name in enumerate(FEATURES)}
+    assert rows[:, col["origin_table"]].tolist() == [1.0, 1.0, 0.0]
+    assert rows[:, col["gap"]].tolist() == [0.0, 0.5, 2.0]
+    assert rows[:, col["cell_candidates"]].tolist() == [2.0, 2.0, 1.0]  # two rivals share cell 1 of notebook a
+    assert rows[:, col["rank_in_notebook"]].tolist() == [0.0, 1.0, 0.0]
+    assert rows[:, col["notebook_rank"]].tolist() == [0.0, 0.0, 9.0]  # found by the fact search alone
+    assert rows[:, col["digits"]].tolist() == [9.0, 1.0, 0.0]
+    assert rows[:, col["zero"]].tolist() == [0.0, 0.0, 1.0] and rows[2, col["has_unit"]] == 1.0
+
+
+def test_the_bundled_model_reads_exactly_these_features() -> None:
+    """A feature added or removed without retraining (`bench/ranker_fit.py`) fails here, not in a user's answer."""
+    session = rerank_module._session()
+    assert session.get_inputs()[0].shape[1] == len(FEATURES)
+    scores = model_scores(features([candidate("1.5"), candidate("2.25", cell=2, score=1.5)]))
+    assert scores.shape == (2,) and np.isfinite(scores).all()
+
+
+def test_rerank_reorders_the_first_candidates_only_and_keeps_each_score() -> None:
+    ranked = [candidate(f"{i}.5", cell=i, score=5.0 - i * 0.01) for i in range(TOP + 5)]
+    again = rerank(ranked)
+    assert sorted(id(c) for c in again) == sorted(id(c) for c in ranked)
+    assert again[TOP:] == ranked[TOP:]  # past the first TOP, the score's order
+    assert {c.score for c in again} == {c.score for c in ranked}  # each keeps its own score
+    assert rerank(ranked) == again  # deterministic
+    assert rerank(ranked[:1]) == ranked[:1] and rerank([]) == []
+
+
+def test_the_setting_turns_the_learned_order_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = candidate("1.5", score=2.0), candidate("2.25", cell=2, score=1.9)
+    monkeypatch.setattr(rerank_module, "rank_values", lambda *a, **k: [first, second])
+    monkeypatch.setattr(rerank_module, "rerank", lambda ranked, weights=None, model="": list(reversed(ranked)))
+
+    class Settings:
+        class answer:  # noqa: N801 - the shape of `Settings.answer`
+            rerank = True
+            ranker_model = ""
+
+    class Archive:
+        settings = Settings()
+
+    archive = Archive()
+    assert ordered_values(None, None, archive) == [second, first]  # type: ignore[arg-type]
+    archive.settings.answer.rerank = False
+    assert ordered_values(None, None, archive) == [first, second]  # type: ignore[arg-type]
