@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nbrecall.answer import rerank as rerank_module
-from nbrecall.answer.rerank import FEATURES, TOP, features, model_scores, ordered_values, rerank, significant_digits
+from nbrecall.answer.rerank import FEATURES, TOP, features, model_scores, number_digits, ordered_values, rerank
 from nbrecall.answer.values import TERMS, RankedFact
 from nbrecall.notebook.facts import Fact
 
@@ -22,8 +22,8 @@ def candidate(value: str, *, cell: int = 1, nb: str = "a", origin: str = "line",
 @pytest.mark.parametrize(("value", "digits"), [
     ("282.798193", 9), ("10.0000", 1), ("0.0061", 2), ("-1,284.6", 5), ("3.2e-05", 2), ("0", 0), ("n/a", 0),
 ])
-def test_significant_digits_of_the_leading_number(value: str, digits: int) -> None:
-    assert significant_digits(value) == digits
+def test_number_digits_say_how_round_the_leading_number_is(value: str, digits: int) -> None:
+    assert number_digits(value) == digits
 
 
 def test_features_describe_each_candidate_among_its_rivals() -> None:

@@ -43,8 +43,10 @@ FEATURES = (*TERMS, *(f"origin_{o}" for o in ORIGINS), "score", "gap", "position
 MODEL_FILE = "ranker.onnx"
 
 
-def significant_digits(value: str) -> int:
-    """The significant digits of a value's leading number as printed (`282.798193` 9, `10.0000` 1, `0.0061` 2)."""
+def number_digits(value: str) -> int:
+    """The significant digits of a value's leading number itself, zeros at either end dropped (`282.798193` 9,
+    `10.0000` 1, `0.0061` 2): how round the number is. `values._significant_digits` counts the precision it is
+    printed with instead (`10.0000` 6), which is what the score's `computed` signal reads."""
     match = NUMBER.search(value)
     if match is None:
         return 0
@@ -68,7 +70,7 @@ def features(ranked: list[RankedFact], weights: ValueWeights | None = None) -> n
         row += [r.score, best - r.score, float(position), r.score / ceiling,
                 float(r.rank if r.rank is not None else 9), float(seen_in_notebook[r.nb_sha]),
                 float(per_cell[(r.nb_sha, fact.cell)]), float(fact.final),
-                float(min(significant_digits(fact.value), 12)),
+                float(min(number_digits(fact.value), 12)),
                 1.0 if number is not None and float(number).is_integer() else 0.0, 1.0 if number == 0 else 0.0,
                 float(len(fact.label)), math.log1p(abs(number)) if number is not None else -1.0,
                 1.0 if fact.unit else 0.0, 1.0 if fact.stale else 0.0]
