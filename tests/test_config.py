@@ -35,6 +35,15 @@ def test_unknown_keys_and_sections_are_errors(tmp_path: Path) -> None:
         load_settings(_toml(tmp_path, "[index]\nfolder = 'x'\n"), env={})
 
 
+def test_a_ranker_model_that_is_not_a_file_is_an_error(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.onnx"
+    with pytest.raises(ConfigError, match=r"answer\.ranker_model: .*missing\.onnx.* is not a file"):
+        load_settings(_toml(tmp_path, f"[answer]\nranker_model = '{missing}'\n"), env={})
+    missing.write_bytes(b"a model")
+    assert load_settings(_toml(tmp_path, f"[answer]\nranker_model = '{missing}'\n"), env={}).answer.ranker_model \
+        == str(missing)
+
+
 def test_documented_keys_load_with_their_types(tmp_path: Path) -> None:
     config = _toml(tmp_path, """
 [index]

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from nbrecall.answer import rerank as rerank_module
-from nbrecall.answer.rerank import FEATURES, TOP, features, model_scores, number_digits, ordered_values, rerank
+from nbrecall.answer.rerank import (
+    FEATURES,
+    TOP,
+    RankerModelError,
+    features,
+    model_scores,
+    number_digits,
+    ordered_values,
+    rerank,
+)
 from nbrecall.answer.values import TERMS, RankedFact
 from nbrecall.notebook.facts import Fact
 
@@ -76,3 +87,43 @@ def test_the_setting_turns_the_learned_order_off(monkeypatch: pytest.MonkeyPatch
     assert ordered_values(None, None, archive) == [second, first]  # type: ignore[arg-type]
     archive.settings.answer.rerank = False
     assert ordered_values(None, None, archive) == [first, second]  # type: ignore[arg-type]
+
+
+def _narrow_model(path: Path) -> Path:
+    """A valid ONNX model that reads 3 features, not `FEATURES`."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["features"], ["score"])], "narrow",
+                              [helper.make_tensor_value_info("features", TensorProto.FLOAT, [None, 3])],
+                              [helper.make_tensor_value_info("score", TensorProto.FLOAT, [None, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_a_model_that_cannot_be_used_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    rows = np.zeros((1, len(FEATURES)), dtype=np.float32)
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a model")
+    with pytest.raises(RankerModelError, match=r"garbage\.onnx: not a model nbrecall can run .*rerank = false"):
+        model_scores(rows, str(garbage))
+    narrow = _narrow_model(tmp_path / "narrow.onnx")
+    with pytest.raises(RankerModelError, match=rf"narrow\.onnx: the model reads 3 features .* {len(FEATURES)}"):
+        model_scores(rows, str(narrow))
+
+
+def test_ask_says_which_model_it_cannot_use_and_exits_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from nbrecall import cli
+
+    def refuse(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+        raise RankerModelError(f"{tmp_path}/narrow.onnx: the model reads 3 features and this nbrecall computes 41")
+        yield  # a generator, as stream_answer
+
+    monkeypatch.setenv("NBRECALL_SERVER", "off")
+    monkeypatch.setattr(cli, "_open_archive", lambda settings: object())
+    monkeypatch.setattr("nbrecall.answer.answer.stream_answer", refuse)
+    result = CliRunner().invoke(cli.app, ["ask", "what ballast volume", "--index", str(tmp_path)])
+    assert result.exit_code == 2 and "narrow.onnx" in result.output and "reads 3 features" in result.output

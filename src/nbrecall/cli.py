@@ -1114,29 +1114,36 @@ def ask(
     options = {"year": year, "project": project, "author": author, "tag": tag,
                "include_deprecated": include_deprecated}
     events = _answer_through_server(settings, question, options)
+    refused: tuple[type[Exception], ...] = ()  # errors of this process's own answering, told as such
     if events is None:
         from nbrecall.answer.answer import stream_answer
+        from nbrecall.answer.rerank import RankerModelError
 
         archive = _open_archive(settings)
         filters = _filters(year, project, author, tag, include_deprecated)
         events = stream_answer(question, archive, settings, filters)
+        refused = (RankerModelError,)
     final = None
     streamed = False
-    for event in events:
-        if event.type == "done":
-            final = event.answer
-        elif as_json:
-            continue
-        elif event.type == "notice":
-            if streamed:
-                sys.stdout.write("\n")
-            from rich.markup import escape
+    try:
+        for event in events:
+            if event.type == "done":
+                final = event.answer
+            elif as_json:
+                continue
+            elif event.type == "notice":
+                if streamed:
+                    sys.stdout.write("\n")
+                from rich.markup import escape
 
-            err.print(f"[yellow]note:[/yellow] {escape(event.text)}", highlight=False)
-        elif event.type == "token":
-            sys.stdout.write(event.text)
-            sys.stdout.flush()
-            streamed = True
+                err.print(f"[yellow]note:[/yellow] {escape(event.text)}", highlight=False)
+            elif event.type == "token":
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+                streamed = True
+    except refused as exc:
+        err.print(f"[red]error:[/red] {_escape_markup(str(exc))}", soft_wrap=True)
+        raise typer.Exit(2) from exc
     if final is None:
         raise typer.Exit(1)
     if as_json:

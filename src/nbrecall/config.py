@@ -375,4 +375,8 @@ def load_settings(
             re.compile(rule)
         except re.error as exc:
             raise ConfigError(f"{path}: metadata.path_rules: bad regex {rule!r}: {exc}") from exc
+    model = settings.answer.ranker_model
+    if model and not Path(model).expanduser().is_file():
+        raise ConfigError(f"answer.ranker_model: {model!r} is not a file (a model written by `bench/ranker_fit.py "
+                          "--out`; \"\" uses the one nbrecall ships)")
     return settings

@@ -43,6 +43,10 @@ FEATURES = (*TERMS, *(f"origin_{o}" for o in ORIGINS), "score", "gap", "position
 MODEL_FILE = "ranker.onnx"
 
 
+class RankerModelError(ValueError):
+    """The learned order's model cannot be used: which file, and why."""
+
+
 def number_digits(value: str) -> int:
     """The significant digits of a value's leading number itself, zeros at either end dropped (`282.798193` 9,
     `10.0000` 1, `0.0061` 2): how round the number is. `values._significant_digits` counts the precision it is
@@ -86,11 +90,19 @@ def _session(path: str = "") -> Any:
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1  # a few dozen rows: threads cost more than they save
-    if path:
-        model = Path(path).expanduser().read_bytes()
-    else:
-        model = resources.files("nbrecall.answer").joinpath(MODEL_FILE).read_bytes()
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    where = path or f"nbrecall/answer/{MODEL_FILE}"
+    try:
+        model = Path(path).expanduser().read_bytes() if path else \
+            resources.files("nbrecall.answer").joinpath(MODEL_FILE).read_bytes()
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own types for a file that is not a model
+        raise RankerModelError(f"{where}: not a model nbrecall can run ({exc}); [answer] rerank = false answers "
+                               "without it") from exc
+    width = session.get_inputs()[0].shape[-1]
+    if width != len(FEATURES):
+        raise RankerModelError(f"{where}: the model reads {width} features and this nbrecall computes "
+                               f"{len(FEATURES)}: train it again with bench/ranker_fit.py")
+    return session
 
 
 def model_scores(rows: np.ndarray, model: str = "") -> np.ndarray:
