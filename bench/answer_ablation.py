@@ -32,7 +32,7 @@ from nbrecall.answer.answer import llm_context
 from nbrecall.answer.compose import extractive_answer
 from nbrecall.answer.evaluate import answer_metrics, judge_answer
 from nbrecall.answer.question import read_question
-from nbrecall.answer.rerank import rerank
+from nbrecall.answer.rerank import answer_order
 from nbrecall.answer.values import ValueWeights, gather, score
 from nbrecall.config import load_settings
 from nbrecall.search.evaluate import load_queries, resolve_copies
@@ -61,9 +61,7 @@ def prepare(archive: Archive, settings, items: list, cache: Path | None) -> list
         result = archive.search(q.query)
         question = read_question(q.query)
         cands = gather(question, result, archive) if result.notebooks else []
-        ranked = score(question, copy.deepcopy(cands), result)
-        if settings.answer.rerank:  # the order the answers use
-            ranked = rerank(ranked, model=settings.answer.ranker_model)
+        ranked = answer_order(score(question, copy.deepcopy(cands), result), settings.answer)
         context = llm_context(q.query, result, archive, settings, ranked=ranked).text
         prepared.append((q, result, cands, context))
     if cache is not None:
@@ -102,8 +100,7 @@ def run_set(name: str, index: Path, queries: Path, show_misses: bool, only: set[
         outcomes = []
         for q, result, cands, context in prepared:
             question = read_question(q.query)
-            ranked = score(question, copy.deepcopy(cands), result, weights)
-            ranked = rerank(ranked, weights, settings.answer.ranker_model) if settings.answer.rerank else ranked
+            ranked = answer_order(score(question, copy.deepcopy(cands), result, weights), settings.answer, weights)
             answer = extractive_answer(q.query, result, archive, weights=weights, ranked=ranked)
             outcomes.append(judge_answer(q, answer, context))
         overall = answer_metrics(outcomes)

@@ -1,10 +1,11 @@
 """Fit and check the value answer's confidence (`nbrecall.answer.confidence.ConfidenceModel`).
 
-For every value question of the sets given, the candidates are ranked with the default weights and in the learned
-order (`answer.rerank`), and the first value's `share` and `margin` read (`confidence.evidence`), with whether it
-holds the expected value (read whole, `answer.evaluate.holds_value`). A logistic curve of the two is fitted (Newton
-steps, a small L2 pull on the two slopes). Each set's questions are then given probabilities from coefficients fitted
-on the *other* sets only
+For every value question of the sets given, the candidates are ranked with the default weights in the score's own
+order (`answer.rerank = false`; the learned order's coefficients, `confidence.LEARNED`, are fitted by
+`bench/ranker_fit.py`) and the first value's `share` and `margin` read (`confidence.evidence`), with whether it holds
+the expected value (read whole, `answer.evaluate.holds_value`). A logistic curve of the two is fitted (Newton steps, a
+small L2 pull on the two slopes). Each set's questions are then given probabilities from coefficients fitted on the
+*other* sets only
 (leave-one-set-out), and the share right is printed per confidence level: what a level promises on an archive the
 coefficients never saw. Last, the coefficients fitted on every set, and the same table for the model's current
 defaults.
@@ -27,7 +28,6 @@ from answer_fit import load_set  # bench/, beside this script
 from nbrecall.answer.confidence import ConfidenceModel, evidence
 from nbrecall.answer.evaluate import holds_value
 from nbrecall.answer.question import read_question
-from nbrecall.answer.rerank import rerank
 from nbrecall.answer.values import ValueWeights, score
 
 
@@ -40,7 +40,6 @@ def observations(spec: str, cache: Path | None) -> tuple[str, np.ndarray]:
         if q.kind != "value" or not q.answer:
             continue
         ranked = score(read_question(q.query), copy.deepcopy(cands), result, weights) if cands else []
-        ranked = rerank(ranked, weights)  # the order the answers give (`answer.rerank`, on by default)
         share, margin = evidence(ranked, weights)
         right = bool(ranked) and (holds_value(q.answer, ranked[0].fact.shown)
                                    or holds_value(q.answer, ranked[0].fact.statement()))

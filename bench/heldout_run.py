@@ -28,7 +28,7 @@ from heldout.verify import ROOTS  # each corpus' root, found from the checkout (
 from nbrecall.answer.compose import extractive_answer
 from nbrecall.answer.evaluate import judge_answer
 from nbrecall.answer.question import read_question
-from nbrecall.answer.rerank import rerank
+from nbrecall.answer.rerank import answer_order
 from nbrecall.answer.values import score
 from nbrecall.search.evaluate import Query, judge, load_queries, resolve_copies
 from nbrecall.service import Archive
@@ -48,9 +48,7 @@ def measure(archive: Archive, queries: list[Query], rows: list[str] | None = Non
     counts = dict.fromkeys(("n", "nb1", "nb3", "values", "v1", "v3", "vcell", "context", "where", "wcell", "wcell3"),
                            0)
     for q, result, cands, context in prepare(archive, archive.settings, queries, None):
-        ranked = score(read_question(q.query), copy.deepcopy(cands), result)
-        answer = archive.settings.answer
-        ranked = rerank(ranked, model=answer.ranker_model) if answer.rerank else ranked  # the order `ask` uses
+        ranked = answer_order(score(read_question(q.query), copy.deepcopy(cands), result), archive.settings.answer)
         outcome = judge_answer(q, extractive_answer(q.query, result, archive, ranked=ranked), context)
         rank = judge(q, [h.contract() for h in result.hits(30)]).notebook_rank  # as `nbrecall eval` ranks
         if rows is not None:

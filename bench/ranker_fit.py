@@ -168,9 +168,9 @@ def main() -> None:
     final = train([q for q in items if q.set_name not in test])
     for name in sorted(test & set(names)):
         chosen = [q for q in items if q.set_name == name]
+        base = hits(chosen, by_hand)
         got = hits(chosen, lambda q: np.argsort(-final.predict(q.rows), kind="stable"))
-        print(f"never trained on, {name}: top-1 {hits(chosen, by_hand)[0]} → {got[0]}, top-3 "
-              f"{hits(chosen, by_hand)[1]} → {got[1]}")
+        print(f"never trained on, {name}: top-1 {base[0]} → {got[0]}, top-3 {base[1]} → {got[1]}")
     if not args.no_write:
         write(final, items, test, args.out)
 

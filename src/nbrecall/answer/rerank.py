@@ -26,6 +26,7 @@ import numpy as np
 
 from nbrecall.answer.question import Question
 from nbrecall.answer.values import TERMS, RankedFact, ValueWeights, rank_values
+from nbrecall.config import AnswerSettings
 from nbrecall.notebook.printed import NUMBER, leading_number
 from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import SearchResult
@@ -126,10 +127,15 @@ def rerank(ranked: list[RankedFact], weights: ValueWeights | None = None, model:
     return [head[i] for i in order] + ranked[TOP:]
 
 
+def answer_order(ranked: list[RankedFact], settings: AnswerSettings,
+                 weights: ValueWeights | None = None) -> list[RankedFact]:
+    """Scored candidates (`values.score`) in the order the answers use: the learned one with the settings' model,
+    unless `answer.rerank` is off."""
+    return rerank(ranked, weights, settings.ranker_model) if settings.rerank else ranked
+
+
 def ordered_values(question: Question, result: SearchResult, archive: Archive, filters: SearchFilters | None = None,
                    weights: ValueWeights | None = None) -> list[RankedFact]:
-    """The value candidates for `question`, best first: scored (`values.rank_values`), then in the learned order
-    unless the settings turn it off (`answer.rerank`)."""
-    ranked = rank_values(question, result, archive, filters, weights)
-    settings = archive.settings.answer
-    return rerank(ranked, weights, settings.ranker_model) if settings.rerank else ranked
+    """The value candidates for `question`, best first: scored (`values.rank_values`), then in the answers' order
+    (`answer_order`)."""
+    return answer_order(rank_values(question, result, archive, filters, weights), archive.settings.answer, weights)
