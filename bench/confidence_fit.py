@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from answer_fit import load_set  # bench/, beside this script
-from nbrecall.answer.confidence import ConfidenceModel, evidence
+from nbrecall.answer.confidence import ConfidenceModel, evidence, level
 from nbrecall.answer.evaluate import holds_value
 from nbrecall.answer.question import read_question
 from nbrecall.answer.values import ValueWeights, score
@@ -65,14 +65,14 @@ def model_of(w: np.ndarray) -> ConfidenceModel:
     return ConfidenceModel(float(w[0]), float(w[1]), float(w[2]))
 
 
-def table(label: str, probabilities: np.ndarray, right: np.ndarray, model: ConfidenceModel) -> str:
+def table(label: str, probabilities: np.ndarray, right: np.ndarray) -> str:
     """`label: uncertain n / share right · possible … · likely …`, and the log loss."""
-    levels = np.array([model.level(p) for p in probabilities])
+    levels = np.array([level(p) for p in probabilities])
     parts = []
-    for level in ("uncertain", "possible", "likely"):
-        chosen = levels == level
+    for band in ("uncertain", "possible", "likely"):
+        chosen = levels == band
         n = int(chosen.sum())
-        parts.append(f"{level} {n}" + (f" ({right[chosen].mean():.2f} right)" if n else ""))
+        parts.append(f"{band} {n}" + (f" ({right[chosen].mean():.2f} right)" if n else ""))
     clipped = np.clip(probabilities, 1e-9, 1 - 1e-9)
     loss = -np.mean(right * np.log(clipped) + (1 - right) * np.log(1 - clipped)) if len(right) else 0.0
     return f"{label:>12}: n {len(right)}, {right.mean() if len(right) else 0:.2f} right · " + " · ".join(parts) + \
@@ -96,12 +96,11 @@ def main() -> None:
     default = ConfidenceModel()
     print("Leave-one-set-out (each set's probabilities from coefficients fitted on the others):")
     for name in names:
-        print(table(name, held[name], sets[name][:, 2], default))
+        print(table(name, held[name], sets[name][:, 2]))
     for pool in [",".join(names), *args.pool]:
         members = pool.split(",")
         print(table("+".join(members) if len(members) < 6 else f"{len(members)} sets",
-                    np.concatenate([held[m] for m in members]), np.concatenate([sets[m][:, 2] for m in members]),
-                    default))
+                    np.concatenate([held[m] for m in members]), np.concatenate([sets[m][:, 2] for m in members])))
     everything = np.vstack([sets[n] for n in names])
     w = fit(everything)
     print(f"Fitted on every set: intercept {w[0]:.2f}, share {w[1]:.2f}, margin {w[2]:.2f}")
@@ -112,7 +111,7 @@ def main() -> None:
         rows = np.vstack([sets[m] for m in members])
         p = np.array([default.probability(s, m) for s, m, _ in rows])
         print(table(("defaults, " + ("+".join(members) if len(members) < 6 else f"{len(members)} sets")), p,
-                    rows[:, 2], default))
+                    rows[:, 2]))
 
 
 if __name__ == "__main__":

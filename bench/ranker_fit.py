@@ -28,7 +28,7 @@ import numpy as np
 
 from answer_fit import load_set  # bench/, beside this script
 from confidence_fit import fit, model_of, table
-from nbrecall.answer.confidence import LEARNED_ALONE, ConfidenceModel, lead
+from nbrecall.answer.confidence import LEARNED_ALONE, lead
 from nbrecall.answer.evaluate import holds_value
 from nbrecall.answer.question import read_question
 from nbrecall.answer.rerank import FEATURES, TOP, features
@@ -106,22 +106,20 @@ def calibrate(items: list[Question], unseen: dict[int, np.ndarray], names: list[
         for q in train_items:
             if q.archive == archive:
                 held[id(q)] = model_of(w).probability(*obs[id(q)][:2])
-    levels = ConfidenceModel()
     print("Confidence, each archive's coefficients fitted on the other archives:")
     for name in names:
         chosen = [q for q in train_items if q.set_name == name]
         if chosen:
-            print(table(name, np.array([held[id(q)] for q in chosen]), np.array([obs[id(q)][2] for q in chosen]),
-                        levels))
+            print(table(name, np.array([held[id(q)] for q in chosen]), np.array([obs[id(q)][2] for q in chosen])))
     print(table("all trained", np.array([held[id(q)] for q in train_items]),
-                np.array([obs[id(q)][2] for q in train_items]), levels))
+                np.array([obs[id(q)][2] for q in train_items])))
     w = fit(np.array([obs[id(q)] for q in train_items]))
     print(f"LEARNED = ConfidenceModel(intercept={w[0]:.2f}, share_weight={w[1]:.2f}, margin_weight={w[2]:.2f})")
     for name in sorted(test):
         chosen = [q for q in items if q.set_name == name]
         if chosen:
             print(table(f"{name} (test)", np.array([model_of(w).probability(*obs[id(q)][:2]) for q in chosen]),
-                        np.array([obs[id(q)][2] for q in chosen]), levels))
+                        np.array([obs[id(q)][2] for q in chosen])))
 
 
 def main() -> None:

@@ -7,7 +7,15 @@ from typing import Any, cast
 import pytest
 
 from nbrecall.answer.compose import value_answer
-from nbrecall.answer.confidence import LEARNED, LEARNED_ALONE, ConfidenceModel, evidence, model_for, value_confidence
+from nbrecall.answer.confidence import (
+    LEARNED,
+    LEARNED_ALONE,
+    ConfidenceModel,
+    evidence,
+    model_for,
+    value_confidence,
+)
+from nbrecall.answer.confidence import level as confidence_level
 from nbrecall.answer.question import read_question
 from nbrecall.answer.types import Answer, AnswerEvent
 from nbrecall.answer.values import RankedFact, ValueWeights
@@ -41,7 +49,7 @@ def test_the_probability_rises_with_the_share_and_with_the_margin() -> None:
 @pytest.mark.parametrize(("probability", "level"), [(0.2, "uncertain"), (0.49, "uncertain"), (0.5, "possible"),
                                                     (0.69, "possible"), (0.7, "likely"), (0.95, "likely")])
 def test_levels(probability: float, level: str) -> None:
-    assert ConfidenceModel().level(probability) == level
+    assert confidence_level(probability) == level
 
 
 def test_the_margin_is_taken_over_the_best_different_value() -> None:

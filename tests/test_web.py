@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import hashlib
 import http.client
 import json
@@ -283,6 +284,35 @@ def test_ask_in_one_json_answer_with_its_values(client: TestClient) -> None:
         assert answer["question"] == question and answer["mode"] == "extractive" and answer["kind"] == "value"
         assert answer["values"] and answer["values"][0]["cell"] == answer["citations"][0]["cell"]
         assert {"value", "label", "shown", "unit", "notebook", "cell_id", "year"} <= set(answer["values"][0])
+
+
+def test_an_answer_model_that_cannot_be_used_is_a_503_naming_the_file(settings: Settings, tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a model")
+    broken = copy.deepcopy(settings)
+    broken.answer.ranker_model = str(garbage)
+    app = make_app(broken)
+    try:
+        client = local_client(app)
+        question = "what ballast volume did we use aft for the 130 m PSV?"
+        response = client.get("/api/ask", params={"q": question, "format": "json"})
+        assert response.status_code == 503 and "garbage.onnx: not a model" in response.json()["detail"]
+        streamed = client.get("/api/ask", params={"q": question})  # the stream has started: a notice, then done
+        events = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: ")]
+        assert any(e["type"] == "notice" and "garbage.onnx" in e["text"] for e in events)
+        assert events[-1]["type"] == "done"
+    finally:
+        app.state.web.close()
+
+
+def test_the_servers_refuse_to_start_with_a_model_they_cannot_use(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a model")
+    config = tmp_path / "nbrecall.toml"
+    config.write_text(f"[answer]\nranker_model = '{garbage}'\n")
+    for command in ("serve", "mcp"):
+        result = CliRunner().invoke(cli_app, [command, "--index", str(tmp_path / "index"), "--config", str(config)])
+        assert result.exit_code == 2 and "garbage.onnx" in result.output and "not a model" in result.output
 
 
 @pytest.mark.parametrize(

@@ -916,6 +916,20 @@ def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root
                     out.print(f"   cell: expected {q.notebook} › {q.cells}; cited {escape(got)}")
 
 
+def _check_ranker_model(settings: Settings) -> None:
+    """A server (`serve`, `mcp`) whose answer ranking model cannot be used refuses to start (exit 2, naming the
+    file) instead of failing every question it is asked."""
+    try:
+        from nbrecall.answer.rerank import RankerModelError, check_model
+    except ModuleNotFoundError:  # a build without answers serves search alone
+        return
+    try:
+        check_model(settings.answer)
+    except RankerModelError as exc:
+        err.print(f"[red]error:[/red] {_escape_markup(str(exc))}", soft_wrap=True)
+        raise typer.Exit(2) from exc
+
+
 @app.command()
 def serve(
     roots: Annotated[
@@ -1000,6 +1014,7 @@ def serve(
     settings = _settings(config, index_dir, store)
     if no_vectors:
         settings.embed.enabled = False
+    _check_ranker_model(settings)
     hosts = allowed_hosts(host, [*settings.serve.allowed_hosts, *(allowed_host or [])])
     from nbrecall.service import IndexMissing
     from nbrecall.web.app import UVICORN_OPTIONS, create_app, uvicorn_log_config
@@ -1187,6 +1202,7 @@ def mcp(index_dir: IndexOpt = None, config: ConfigOpt = None, store: StoreOpt = 
     from nbrecall.mcp_server import serve_stdio
 
     settings = _settings(config, index_dir, store)
+    _check_ranker_model(settings)
     archive = _open_archive(settings)
     serve_stdio(archive, settings)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nbrecall.answer.confidence import ConfidenceModel, model_for, same_value, value_confidence
+from nbrecall.answer.confidence import UNCERTAIN_BELOW, level, same_value, value_confidence
 from nbrecall.answer.places import where_answer
 from nbrecall.answer.question import Question, read_question
 from nbrecall.answer.rerank import ordered_values
@@ -134,9 +134,8 @@ def value_answer(question: Question, result: SearchResult, archive: Archive, fil
         notices.append(f"the value's name does not say “{asked}”: check the cell before you use it")
     if first.stale:
         notices.append("the value comes from outputs that could not be re-rendered (stale)")
-    model = model_for(ranked)
-    confidence = value_confidence(ranked, weights, model)
-    if model.level(confidence) == "uncertain":
+    confidence = value_confidence(ranked, weights)
+    if level(confidence) == "uncertain":
         notices.append(f"uncertain (an estimated {confidence:.0%} chance that this is the value asked for: it "
                        "scores low, or close to another value): check the cell"
                        + (" and the values under Also found" if len(values) > 1 else ""))
@@ -227,13 +226,13 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
 
 def _keywords_for_a_value(question: Question, value: Answer) -> bool:
     """Keywords typed without a question ("peak discharge at the urban gauge"), whose best value is at least a
-    possible answer by its own confidence (`ConfidenceModel.uncertain_below`): the value, not the closest cell,
+    possible answer by its own confidence (`confidence.UNCERTAIN_BELOW`): the value, not the closest cell,
     comes first. Keywords read as `general` name a value more often than a figure, a column or an error, and the
     confidence tells when the value is worth showing first; a question put as one ("how is the Kutta condition
     enforced?") asks for an explanation or a place, which the evidence decides as before (bench/README.md,
     session 18)."""
     return (question.kind == "general" and not question.asked and value.confidence is not None
-            and value.confidence >= ConfidenceModel().uncertain_below)
+            and value.confidence >= UNCERTAIN_BELOW)
 
 
 def with_values(place: Answer, value: Answer | None) -> Answer:

@@ -28,19 +28,24 @@ class ConfidenceModel:
     intercept: float = -2.36
     share_weight: float = 3.16
     margin_weight: float = 1.81
-    # Below this the answer says it is uncertain (`compose.value_answer`); from `likely` up it is likely right.
-    uncertain_below: float = 0.5
-    likely_from: float = 0.7
 
     def probability(self, share: float, margin: float) -> float:
         z = self.intercept + self.share_weight * share + self.margin_weight * margin
         return 1.0 / (1.0 + math.exp(-z))
 
-    def level(self, probability: float) -> str:
-        """`likely`, `possible` or `uncertain`: the bands `bench/confidence_fit.py` reports accuracy for."""
-        if probability >= self.likely_from:
-            return "likely"
-        return "possible" if probability >= self.uncertain_below else "uncertain"
+
+# The bands are the probability's, whichever model gave it: below `UNCERTAIN_BELOW` the answer says it is uncertain
+# (`compose.value_answer`); from `LIKELY_FROM` up it is likely right. One pair for every model, so an answer's level
+# never depends on which coefficients another part of the code assumed.
+UNCERTAIN_BELOW = 0.5
+LIKELY_FROM = 0.7
+
+
+def level(probability: float) -> str:
+    """`likely`, `possible` or `uncertain`: the bands `bench/confidence_fit.py` reports accuracy for."""
+    if probability >= LIKELY_FROM:
+        return "likely"
+    return "possible" if probability >= UNCERTAIN_BELOW else "uncertain"
 
 
 # In the learned order (`rerank`) the margin is read on the model's scores: coefficients fitted by

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from nbrecall.answer.confidence import ConfidenceModel
+from nbrecall.answer.confidence import level
 from nbrecall.answer.types import Answer, Citation
 from nbrecall.search.evaluate import Query
 
@@ -104,18 +104,16 @@ def answer_metrics(outcomes: Iterable[AnswerOutcome]) -> dict[str, float]:
     return table
 
 
-def by_confidence(outcomes: Iterable[AnswerOutcome],
-                  model: ConfidenceModel | None = None) -> dict[str, tuple[int, int]]:
+def by_confidence(outcomes: Iterable[AnswerOutcome]) -> dict[str, tuple[int, int]]:
     """Value answers per confidence level (`uncertain`, `possible`, `likely`): (how many, how many hold the value).
     Answers without a confidence (no value given) are left out."""
-    model = model or ConfidenceModel()
-    levels = {level: (0, 0) for level in ("uncertain", "possible", "likely")}
+    levels = {band: (0, 0) for band in ("uncertain", "possible", "likely")}
     for o in outcomes:
         if o.value_first is None or o.answer.confidence is None:
             continue
-        level = model.level(o.answer.confidence)
-        n, right = levels[level]
-        levels[level] = (n + 1, right + bool(o.value_first))
+        band = level(o.answer.confidence)
+        n, right = levels[band]
+        levels[band] = (n + 1, right + bool(o.value_first))
     return levels
 
 

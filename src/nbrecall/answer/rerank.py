@@ -127,6 +127,14 @@ def rerank(ranked: list[RankedFact], weights: ValueWeights | None = None, model:
     return [head[i] for i in order] + ranked[TOP:]
 
 
+def check_model(settings: AnswerSettings) -> None:
+    """Load the settings' model now when the learned order is on, so that a model that cannot be used is reported
+    where the setting is read (`nbrecall serve` refuses to start) rather than at the first question;
+    `RankerModelError` names the file."""
+    if settings.rerank:
+        _session(settings.ranker_model)
+
+
 def answer_order(ranked: list[RankedFact], settings: AnswerSettings,
                  weights: ValueWeights | None = None) -> list[RankedFact]:
     """Scored candidates (`values.score`) in the order the answers use: the learned one with the settings' model,

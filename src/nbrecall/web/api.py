@@ -203,7 +203,8 @@ _SSE: Responses = {
             }
         },
     },
-    503: {"model": ErrorResponse, "description": "answers are not available in this build"},
+    503: {"model": ErrorResponse, "description": "answers are not available in this build, or the configured "
+          "answer ranking model (`[answer] ranker_model`) cannot be used"},
 }
 
 
@@ -212,13 +213,17 @@ def _answer_stream(
 ) -> StreamingResponse | JSONResponse:
     try:
         from nbrecall.answer.answer import answer, stream_answer
+        from nbrecall.answer.rerank import RankerModelError
     except ModuleNotFoundError as exc:
         if exc.name not in ("nbrecall.answer.answer", "nbrecall.answer"):
             raise
         return JSONResponse({"detail": "answers are not available in this build"}, status_code=503)
     state.warm()
     if form == "json":
-        done = answer(question, state.archive, state.settings, filters)
+        try:
+            done = answer(question, state.archive, state.settings, filters)
+        except RankerModelError as exc:  # the configured model cannot be used: the server's fault, named
+            return JSONResponse({"detail": str(exc)}, status_code=503)
         return JSONResponse(done.as_dict())
 
     def events() -> Iterator[str]:
@@ -227,7 +232,8 @@ def _answer_stream(
                 yield f"data: {json.dumps(event.as_dict(), ensure_ascii=False)}\n\n"
         except Exception as exc:  # the stream has started: report the failure as events, not a broken response
             log.exception("answer failed")
-            yield "data: " + json.dumps({"type": "notice", "text": f"answer failed: {type(exc).__name__}"}) + "\n\n"
+            why = str(exc) if isinstance(exc, RankerModelError) else type(exc).__name__  # a model file's name is safe
+            yield "data: " + json.dumps({"type": "notice", "text": f"answer failed: {why}"}) + "\n\n"
             yield 'data: {"type": "done"}\n\n'
 
     return StreamingResponse(
