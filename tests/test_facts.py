@@ -119,6 +119,30 @@ def test_units_are_read_after_the_value_and_a_unit_holds_no_second_value() -> No
     assert line_facts("Concentration has maximum 1.337 moles/liter")[0][2] == "moles/liter"
 
 
+@pytest.mark.parametrize(
+    ("line", "value", "unit"),
+    [("Aquifer influx constant from slope: 147.43 RB/(D-psi)", "147.43", "RB/(D-psi)"),
+     ("productivity index: 184.36 RB/D-psi", "184.36", "RB/D-psi"),
+     ("torque = 12.5 ft-lbf", "12.5", "ft-lbf"),
+     ("heat capacity is 0.24 BTU/(lb °F)", "0.24", "BTU/(lb °F)"),
+     ("speed: 3.2 m/s", "3.2", "m/s")],
+)
+def test_a_compound_unit_is_read_whole(line: str, value: str, unit: str) -> None:
+    """Engineering units join words with hyphens and put a denominator in brackets: the answer shows all of it,
+    not its first word."""
+    (found,) = [(v, u) for _l, v, u, _s in line_facts(line)]
+    assert found == (value, unit)
+
+
+def test_a_range_between_two_numbers_is_one_value() -> None:
+    found = line_facts("the next measurement will be between 16.093 and 16.107")
+    assert [(label, value) for label, value, _u, _s in found] == [("the next measurement will be between",
+                                                                   "16.093 and 16.107")]
+    assert leading_number("16.093 and 16.107") == 16.093
+    # two values joined by `and` without `between` stay two
+    assert [v for _l, v, _u, _s in line_facts("x = 3 and y = 4")] == ["3", "4"]
+
+
 def test_latex_rows_of_a_handcalcs_block() -> None:
     latex = (r"\[\begin{aligned}\lambda_{y} &= \frac{ \beta \cdot L }{ i_{y} } = \frac{ 1 \cdot 3 }{ 0.115 } "
              r"&= 25.981 \; \;\textrm{(Schlankheitsgrad)}\\[10pt]e_{0} &= 3.0 \cdot 0.0025 &= 0.0075 \; "

@@ -58,7 +58,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     with any letter (`1.35 Å`)
 # 20: … a number ending in four digits before `s` is a decade only when it is a bare four-digit integer (`1990s`,
 #     not `0.8212654160161037s`)
-CHUNKER_VERSION = 20
+# 21: a compound unit is read whole (`RB/(D-psi)`, `ft-lbf`), and a range printed `between 3 and 5` is one value
+CHUNKER_VERSION = 21
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

@@ -59,9 +59,12 @@ _JOIN = re.compile(rf"\s*(?:,\s*|\s*(?:{_SPREAD_MARK})\s*|\s+(?:{_RANGE_MARK})\s
 # second number took as its sign: what is left between them is `+/` or `+`.
 _SIGNED_SPREAD = re.compile(r"\+/?")
 _CONNECTOR_END = re.compile(r"(?:[=:≈~]|\b(?:is|are|was|were|of|equals|ist|sind|beträgt|von))\s*$", re.I)
+# A unit: a bracketed one, a symbol, or words joined by operators (`foot ** 3 / hour`), by hyphens (`ft-lbf`,
+# `RB/D-psi`) or over a bracketed denominator (`RB/(D-psi)`, `BTU/(lb °F)`), as engineering units are written.
+_UNIT_WORD = r"(?:[^\W\d_]|°)[\w°²³]*"
 _UNIT = re.compile(
     r"\s*(\[[^\[\]\n]{1,20}\]|\([^()\n]{1,20}\)|°[CFK]\b|[%°‰]|(?:(?:[^\W\d_]|[°$€£])[\w°²³µ$€]*"
-    r"(?:\s*(?:\*\*|/|\*|·|\^)\s*(?:(?:[^\W\d_]|°)[\w°²³]*|\d+))*))"
+    rf"(?:-{_UNIT_WORD}|\s*(?:\*\*|/|\*|·|\^)\s*(?:{_UNIT_WORD}|\d+)|/\([^()\n]{{1,16}}\))*))"
 )
 # Words after a number that continue a sentence rather than name a unit.
 _NOT_UNIT = frozenset((
@@ -88,8 +91,11 @@ def to_number(text: str) -> float | None:
 # A value of two numbers that is one statistic: a spread (`0.170+/-0.002`, `0.200 +/- 0.018`) or a range (`0.182,
 # 0.218`, `3 to 5`), not a bracketed list or an array
 _TWO_NUMBERS = re.compile(
-    rf"\s*([-+−]?{_REAL})\s*(?:{_SPREAD_MARK}|,|\s(?:{_RANGE_MARK})\s)\s*[-+−]?{_REAL}\s*%?"
+    rf"\s*([-+−]?{_REAL})\s*(?:{_SPREAD_MARK}|,|\s(?:{_RANGE_MARK}|and)\s)\s*[-+−]?{_REAL}\s*%?"
 )
+# `between 16.093 and 16.107`: a range whose numbers `and` joins, only after `between` (else `and` joins two values)
+_BETWEEN = re.compile(r"\bbetween\s*$", re.I)
+_AND = re.compile(r"\s+and\s+")
 
 
 def leading_number(value: str) -> float | None:
@@ -143,8 +149,10 @@ def value_runs(line: str) -> list[_Run]:
             continue  # inside the unit written after the previous value (`foot ** 3 / hour`)
         gap = line[runs[-1].end : m.start()] if runs else ""
         spread = _SIGNED_SPREAD.fullmatch(gap) is not None and line[m.start()] in "-−"
-        if runs and (_JOIN.fullmatch(gap or " ") or spread) and runs[-1].unit_end == runs[-1].end:
-            runs[-1].end = m.end()  # `0.182, 0.218`, `0.200 +/- 0.018`
+        between = _AND.fullmatch(gap) is not None and _BETWEEN.search(line, 0, runs[-1].start) is not None \
+            if runs else False
+        if runs and (_JOIN.fullmatch(gap or " ") or spread or between) and runs[-1].unit_end == runs[-1].end:
+            runs[-1].end = m.end()  # `0.182, 0.218`, `0.200 +/- 0.018`, `between 3 and 5`
             runs[-1].unit, runs[-1].unit_end = _unit_after(line, m.end())
             continue
         run = _Run(m.start(), m.end(), m.end(), "")
