@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from copy import deepcopy as copy
 from pathlib import Path
@@ -105,6 +106,13 @@ def ask(archive: Archive, question: str, filters: SearchFilters | None = None): 
     return answer(question, archive, archive.settings, filters)
 
 
+def first_hit_as(found: SearchResult, kind: str) -> SearchResult:
+    """`found` with retrieval's first hit of chunk kind `kind` (a printed scalar or not: `compose` reads it)."""
+    first = found.notebooks[0]
+    hits = [dataclasses.replace(first.hits[0], kind=kind), *first.hits[1:]]
+    return dataclasses.replace(found, notebooks=[dataclasses.replace(first, hits=hits), *found.notebooks[1:]])
+
+
 def cell_text(archive: Archive, notebook: str, idx: int) -> str:
     sha = archive.manifest.find_by_path(notebook)
     cell = next(c for c in archive.manifest.cells(sha) if c.idx == idx)
@@ -181,8 +189,11 @@ def test_no_value_close_enough_points_at_the_cell(archive: Archive, question: st
 def test_general_question_cites_the_cell_and_lists_the_values_under_it(archive: Archive) -> None:
     # no interrogative and no value whose name holds what is asked: retrieval's cell comes first, the printed
     # values that score best follow it (with their own citations) instead of being dropped
+    from nbrecall.answer.compose import extractive_answer
+
     place = ask(archive, "where are the quasi-static line tensions of the FSO")
-    found = ask(archive, "quasi-static line tensions of the FSO")
+    question = "quasi-static line tensions of the FSO"
+    found = extractive_answer(question, first_hit_as(archive.search(question), "text"), archive)
     assert found.kind == "general"
     assert found.citations[0] == place.citations[0]
     assert found.text.startswith(place.text.splitlines()[0])
@@ -198,7 +209,7 @@ def test_a_value_that_scores_too_low_is_offered_under_the_closest_cell(archive: 
     from nbrecall.answer.values import ValueWeights, rank_values
 
     question = "what total ballast volume did we use aft"
-    result = archive.search(question)
+    result = first_hit_as(archive.search(question), "text")  # not a printed value: see the next test
     ranked = rank_values(read_question(question), result, archive)
     floor = ValueWeights().min_share * ValueWeights().ceiling()
     assert ranked[0].score >= floor
@@ -216,6 +227,25 @@ def test_a_value_that_scores_too_low_is_offered_under_the_closest_cell(archive: 
     assert len(set(offered.places)) == len(offered.places), offered.places  # a cell offered twice is one place
     off = extractive_answer(question, result, archive, weights=ValueWeights(min_share=0.0), ranked=low)
     assert off.text.startswith(given.values[0].shown)  # the ablation's "no min_share": the value is given
+
+
+def test_a_question_that_matched_a_printed_value_gets_the_value_first(archive: Archive) -> None:
+    # the low-scoring case above, with retrieval's first hit once a printed scalar output: the question matched a
+    # value as printed, so the value leads (with its own notice) instead of being offered under the place
+    from nbrecall.answer.compose import extractive_answer
+    from nbrecall.answer.values import ValueWeights, rank_values
+
+    question = "what total ballast volume did we use aft"
+    result = archive.search(question)
+    ranked = rank_values(read_question(question), result, archive)
+    floor = ValueWeights().min_share * ValueWeights().ceiling()
+    low = [copy(c) for c in ranked]
+    for c in low:
+        c.score = c.score * (floor - 1e-3) / ranked[0].score
+    for kind, leads_with_value in (("scalar", True), ("text", False)):
+        answer = extractive_answer(question, first_hit_as(result, kind), archive, ranked=[copy(c) for c in low])
+        assert answer.text.startswith(answer.values[0].shown) is leads_with_value, (kind, answer.text)
+        assert answer.citations[0] == (answer.values[0].citation if leads_with_value else answer.places[0])
 
 
 def test_with_values_leaves_a_place_alone_without_values() -> None:

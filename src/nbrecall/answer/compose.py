@@ -7,8 +7,9 @@ section and the cell that retrieval found; a term answer is the defining sentenc
 Which of these a question gets: its grammar says so when it has an interrogative (`question.py`); a question
 without one ("final RMSE of the tuned model", "bootstrap test for a difference in means") gets a value when the
 evidence points at one: the value's confidence is at least "possible" and the question was typed as keywords,
-not put as a question; the value sits in the cell retrieval found first; its name holds what the question asks
-about (its first noun phrase) or much of the question; or the question names the unit printed with it. Else it
+not put as a question; retrieval's best match is a printed scalar output; the value sits in the cell retrieval found
+first; its name holds what the question asks about (its first noun phrase) or much of the question; or the question
+names the unit printed with it. Else it
 gets retrieval's cell, with the best printed values listed under it (`with_values`). Measured on both development
 sets (`bench/answer_ablation.py`, bench/README.md): retrieval's first cell is the right one to cite for "where",
 error, column and figure questions more often than any cell chosen afterwards by word overlap.
@@ -16,8 +17,9 @@ error, column and figure questions more often than any cell chosen afterwards by
 Honesty: a value answer carries the estimated chance that its first value is the one asked for (`confidence.py`)
 and says it is uncertain below one half; a value whose name shares no word with what is asked is given with a
 notice to check it; a best value that scores under half of what the signals can give (`ValueWeights.min_share`)
-is offered under the closest cell, not given as the answer; when no candidate shares anything with the question,
-no value is given and the closest cell is pointed at.
+is offered under the closest cell, not given as the answer (unless the question matched a printed value itself,
+when the value leads with its notice); when no candidate shares anything with the question, no value is given and
+the closest cell is pointed at.
 """
 
 from __future__ import annotations
@@ -210,7 +212,7 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
                             "printed value is close in meaning: no value is given; the closest cell is shown")
     value = value_answer(q, result, archive, filters, weights, ranked)
     w = weights or ValueWeights()
-    if value is not None and _keywords_for_a_value(q, value):
+    if value is not None and (_keywords_for_a_value(q, value) or _matched_a_printed_value(result)):
         return value
     if value is not None and top is not None and top.score < w.min_share * w.ceiling():
         notice = ("the values found score low for this question: the closest cell is shown first, the values "
@@ -233,6 +235,15 @@ def _keywords_for_a_value(question: Question, value: Answer) -> bool:
     session 18)."""
     return (question.kind == "general" and not question.asked and value.confidence is not None
             and value.confidence >= UNCERTAIN_BELOW)
+
+
+def _matched_a_printed_value(result: SearchResult) -> bool:
+    """Retrieval's best match is a printed scalar output (a chunk of kind `scalar`): the question matched a value as
+    printed, so a value answer leads even when its value is not trusted (its notice says so). Over the place-first
+    answers of both development sets, A–E and M, the value's cell was right 11 times and retrieval's cell 5 times
+    when the first hit was a scalar (bench/README.md, session 20)."""
+    first = result.notebooks[0] if result.notebooks else None
+    return first is not None and bool(first.hits) and first.hits[0].kind == "scalar"
 
 
 def with_values(place: Answer, value: Answer | None) -> Answer:
