@@ -134,6 +134,18 @@ def test_a_compound_unit_is_read_whole(line: str, value: str, unit: str) -> None
     assert found == (value, unit)
 
 
+def test_a_quantity_of_something_in_a_sentence_is_a_value_shown_with_what_it_is_of() -> None:
+    """`21.88 roods of wheat.` ends a clause as `4.02 minutes.` does: a value, not a number naming something."""
+    assert line_facts("We should plant 21.88 roods of wheat.") == [
+        ("We should plant", "21.88", "roods", "We should plant 21.88 roods of wheat")]
+    found = line_facts("is equivalent to: 918.05 scf of gas. 100 STB is equivalent to: 91805.01 scf of gas")
+    assert [(v, s) for _l, v, _u, s in found] == [("918.05", "is equivalent to: 918.05 scf of gas"),
+                                                 ("91805.01", "100 STB is equivalent to: 91805.01 scf of gas")]
+    # words that go on past three are the next clause, not what the value is of
+    assert all(not shown.endswith("first pass")
+               for _l, _v, _u, shown in line_facts("it took 12 s of the time budget for the first pass"))
+
+
 def test_a_range_between_two_numbers_is_one_value() -> None:
     found = line_facts("the next measurement will be between 16.093 and 16.107")
     assert [(label, value) for label, value, _u, _s in found] == [("the next measurement will be between",

@@ -169,6 +169,10 @@ def value_runs(line: str) -> list[_Run]:
     return runs
 
 
+# What a quantity is of, after its unit, to the end of the clause: `918.05 scf of gas.`, `21.88 roods of wheat`.
+_OF_WHAT = re.compile(r"\s+of\s+[^\W\d_][\w-]*(?:\s+[^\W\d_][\w-]*){0,2}(?=\s*(?:[,.;:)\]}]|$))")
+
+
 def _inside_label(line: str, run: _Run, previous_end: int) -> bool:
     """A number between words names something (`Well 2 mean porosity is …`, `with 64 panels the …`); a number
     after `=`, `:` or `is`, or followed by a unit and the end of a clause, is a value."""
@@ -182,8 +186,9 @@ def _inside_label(line: str, run: _Run, previous_end: int) -> bool:
     if not word or word.group(1).lower() in _NOT_UNIT or word.group(2)[:1] in ("/", "^", "*", "²", "³"):
         return False
     rest = after[word.end() :]
-    # `4.02 minutes.`, `84033 dimensionless dollars/year`: a unit, then the clause ends
-    return not (re.match(r"\s*(?:[,.;:)\]}]|$)", rest) or re.match(r"\s*\S*[/^*²³]", rest))
+    # `4.02 minutes.`, `84033 dimensionless dollars/year`, `21.88 roods of wheat.`: a unit, then the clause ends
+    return not (re.match(r"\s*(?:[,.;:)\]}]|$)", rest) or re.match(r"\s*\S*[/^*²³]", rest)
+                or _OF_WHAT.match(rest))
 
 
 def _clean_label(text: str) -> str:
@@ -224,8 +229,9 @@ def line_facts(line: str) -> list[tuple[str, str, str, str]]:
         text = line[label_from : run.start]
         label = _clean_label(text)
         value = line[run.start : run.end].strip()
-        start = run.start - len(text.lstrip(" ,;|")) if label else run.start
-        shown = line[max(start, label_from) : run.unit_end].strip(" ,;|")
+        start = run.start - len(text.lstrip(" ,;|.")) if label else run.start
+        of_what = _OF_WHAT.match(line, run.unit_end) if run.unit else None
+        shown = line[max(start, label_from) : of_what.end() if of_what else run.unit_end].strip(" ,;|")
         if found and subject and _CONTINUES.match(text):
             label, shown = f"{subject} … {label}", f"{subject} … {shown}"
         elif found and not label and _names_something(line[: run.start]):
@@ -235,7 +241,7 @@ def line_facts(line: str) -> list[tuple[str, str, str, str]]:
             shown = line[: run.unit_end].strip(" ,;|")
         found.append((label, value, run.unit, shown))
         subject = subject or label
-        label_from = run.unit_end
+        label_from = of_what.end() if of_what else run.unit_end
     return found
 
 
