@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,25 @@ def test_eval_command_reports_metrics(sample_index: Path, model_cache: Path, tmp
                  model_cache)
     assert result.exit_code == 0, result.output
     assert "nbrecall" in result.stdout and "1.000" in result.stdout
+
+
+def test_eval_answers_misses_say_whether_the_value_was_read(sample_index: Path, model_cache: Path,
+                                                             tmp_path: Path) -> None:
+    # the total (3803.0) is not what "aft" asks for, but the reader found it; a value the archive does not print
+    # is no candidate at all
+    notebook = "projects/2017/17-042/ballast_distribution.ipynb"
+    lines = [{"id": "s1", "query": "what ballast volume did we use aft", "kind": "value", "notebook": notebook,
+              "cells": [9], "answer": "3803.0"},
+             {"id": "s2", "query": "what ballast volume did we use aft", "kind": "value", "notebook": notebook,
+              "cells": [8], "answer": "777.7"}]
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = run(["eval", str(queries), "--root", str(SAMPLES / "archive"), "--index", str(sample_index),
+                  "--config", str(SAMPLES / "nbrecall.toml"), "--answers", "--misses"], model_cache)
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())
+    assert re.search(r"s1 value: .*it is value candidate [2-9]\d* of \d+: found, ranked lower", out), out
+    assert re.search(r"s2 value: .*no value candidate holds it \(\d+ candidates\)", out), out
 
 
 def test_search_without_index_says_what_to_do(tmp_path: Path, model_cache: Path) -> None:

@@ -870,6 +870,17 @@ def eval_command(
                 )
 
 
+def _where_the_value_ranks(expected: str, shown: list[str]) -> str:
+    """For a missed value: whether the reader found it (a ranking miss: a model trained on your own questions,
+    `bench/ranker_fit.py`, may fix it) or not (the value was not read from the outputs at all)."""
+    from nbrecall.answer.evaluate import holds_value
+
+    rank = next((i for i, text in enumerate(shown) if holds_value(expected, text)), None)
+    if rank is None:
+        return f"no value candidate holds it ({len(shown)} candidates): it was not read as a value, or shown otherwise"
+    return f"it is value candidate {rank + 1} of {len(shown)}: found, ranked lower"
+
+
 def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root: Path, show_misses: bool) -> None:
     from nbrecall.answer.answer import llm_context
     from nbrecall.answer.compose import extractive_answer
@@ -878,9 +889,12 @@ def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root
     from nbrecall.answer.rerank import ordered_values
     from nbrecall.answer.types import Answer
 
+    candidates: dict[str, list[str]] = {}  # per question, what its value candidates show, best first
+
     def ask(text: str) -> tuple[Answer, str | None]:
         result = archive.search(text)
         ranked = ordered_values(read_question(text), result, archive) if result.notebooks else []
+        candidates[text] = [c.fact.statement() for c in ranked]
         context = llm_context(text, result, archive, settings, ranked=ranked).text
         return extractive_answer(text, result, archive, ranked=ranked), context
 
@@ -912,6 +926,7 @@ def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root
                 if o.value_first is False:
                     out.print(f"   expected {escape(q.answer or '')!s}; answered: "
                               f"{escape(o.answer.text.splitlines()[0] if o.answer.text else '')}")
+                    out.print(f"   {_where_the_value_ranks(q.answer or '', candidates.get(q.query, []))}")
                 if not o.cell_first:
                     out.print(f"   cell: expected {q.notebook} › {q.cells}; cited {escape(got)}")
 
