@@ -125,7 +125,10 @@ def test_units_are_read_after_the_value_and_a_unit_holds_no_second_value() -> No
      ("productivity index: 184.36 RB/D-psi", "184.36", "RB/D-psi"),
      ("torque = 12.5 ft-lbf", "12.5", "ft-lbf"),
      ("heat capacity is 0.24 BTU/(lb °F)", "0.24", "BTU/(lb °F)"),
-     ("speed: 3.2 m/s", "3.2", "m/s")],
+     ("speed: 3.2 m/s", "3.2", "m/s"),
+     ("OIP of reservoir 3: 848.57 million STB", "848.57", "million STB"),
+     ("reserves: 1.5 billion scf", "1.5", "billion scf"),
+     ("population 3.2 million", "3.2", "million")],
 )
 def test_a_compound_unit_is_read_whole(line: str, value: str, unit: str) -> None:
     """Engineering units join words with hyphens and put a denominator in brackets: the answer shows all of it,

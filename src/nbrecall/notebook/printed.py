@@ -116,6 +116,10 @@ class _Run:
     unit: str
 
 
+# A scale word is half a unit: `848.57 million STB`, `1.5 billion scf` (the unit is the two words).
+_SCALE_WORDS = frozenset(("thousand", "million", "billion", "trillion"))
+
+
 def _unit_after(line: str, end: int) -> tuple[str, int]:
     match = _UNIT.match(line, end)
     if not match:
@@ -123,6 +127,10 @@ def _unit_after(line: str, end: int) -> tuple[str, int]:
     unit = match.group(1).strip()
     if not unit or unit.lower() in _NOT_UNIT or len(unit) > 24:
         return "", end
+    scaled = _UNIT.match(line, match.end()) if unit.lower() in _SCALE_WORDS else None
+    if scaled and scaled.group(1).strip() and scaled.group(1).strip().lower() not in _NOT_UNIT \
+            and not scaled.group(1).strip()[0].isdigit() and len(unit) + len(scaled.group(1).strip()) < 24:
+        unit, match = f"{unit} {scaled.group(1).strip()}", scaled
     rest = line[match.end():].lstrip()
     if rest[:1] in ("=", ":") or unit[0].isdigit():
         return "", end  # the next label ("… 5 Kv = 240"), not this value's unit
