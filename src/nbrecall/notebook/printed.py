@@ -127,10 +127,11 @@ def _unit_after(line: str, end: int) -> tuple[str, int]:
     unit = match.group(1).strip()
     if not unit or unit.lower() in _NOT_UNIT or len(unit) > 24:
         return "", end
-    scaled = _UNIT.match(line, match.end()) if unit.lower() in _SCALE_WORDS else None
-    if scaled and scaled.group(1).strip() and scaled.group(1).strip().lower() not in _NOT_UNIT \
-            and not scaled.group(1).strip()[0].isdigit() and len(unit) + len(scaled.group(1).strip()) < 24:
-        unit, match = f"{unit} {scaled.group(1).strip()}", scaled
+    if unit.lower() in _SCALE_WORDS:  # `848.57 million STB`: the scale and the unit after it are one unit
+        after = _UNIT.match(line, match.end())
+        word = after.group(1).strip() if after else ""
+        if after and word and word.lower() not in _NOT_UNIT and not word[0].isdigit() and len(unit) + len(word) < 24:
+            unit, match = f"{unit} {word}", after
     rest = line[match.end():].lstrip()
     if rest[:1] in ("=", ":") or unit[0].isdigit():
         return "", end  # the next label ("… 5 Kv = 240"), not this value's unit
