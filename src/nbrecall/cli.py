@@ -889,12 +889,13 @@ def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root
     from nbrecall.answer.rerank import ordered_values
     from nbrecall.answer.types import Answer
 
-    candidates: dict[str, list[str]] = {}  # per question, what its value candidates show, best first
+    candidates: dict[str, list[str]] = {}  # with --misses, per question: what its value candidates show, best first
 
     def ask(text: str) -> tuple[Answer, str | None]:
         result = archive.search(text)
         ranked = ordered_values(read_question(text), result, archive) if result.notebooks else []
-        candidates[text] = [c.fact.statement() for c in ranked]
+        if show_misses:
+            candidates[text] = [c.fact.statement() for c in ranked]
         context = llm_context(text, result, archive, settings, ranked=ranked).text
         return extractive_answer(text, result, archive, ranked=ranked), context
 

@@ -34,7 +34,7 @@ from nbrecall.answer.sentences import term_answer
 from nbrecall.answer.types import Answer, Citation, FoundValue
 from nbrecall.answer.values import RankedFact, ValueWeights
 from nbrecall.index.terms import match, term_set
-from nbrecall.records import SearchFilters
+from nbrecall.records import Hit, SearchFilters
 from nbrecall.search.retrieve import SearchResult
 
 if TYPE_CHECKING:
@@ -100,11 +100,15 @@ def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES, *,
     return picked
 
 
+def _first_hit(result: SearchResult) -> Hit | None:
+    """Retrieval's first chunk: the first hit of its first notebook (None when nothing was found)."""
+    return result.notebooks[0].hits[0] if result.notebooks and result.notebooks[0].hits else None
+
+
 def _in_first_hit(result: SearchResult, cand: RankedFact) -> bool:
     """Whether the fact's cell is one of the cells of retrieval's first chunk."""
-    first = result.notebooks[0] if result.notebooks else None
-    return first is not None and bool(first.hits) and cand.nb_sha == first.nb_sha and cand.fact.cell in set(
-        first.hits[0].cells)
+    hit = _first_hit(result)
+    return hit is not None and cand.nb_sha == result.notebooks[0].nb_sha and cand.fact.cell in hit.cells
 
 
 def _shares_anything(cand: RankedFact) -> bool:
@@ -242,8 +246,8 @@ def _matched_a_printed_value(result: SearchResult) -> bool:
     printed, so a value answer leads even when its value is not trusted (its notice says so). Over the place-first
     answers of both development sets, A–E and M, the value's cell was right 11 times and retrieval's cell 5 times
     when the first hit was a scalar (bench/README.md, session 20)."""
-    first = result.notebooks[0] if result.notebooks else None
-    return first is not None and bool(first.hits) and first.hits[0].kind == "scalar"
+    hit = _first_hit(result)
+    return hit is not None and hit.kind == "scalar"
 
 
 def with_values(place: Answer, value: Answer | None) -> Answer:

@@ -158,8 +158,7 @@ def value_runs(line: str) -> list[_Run]:
             continue  # inside the unit written after the previous value (`foot ** 3 / hour`)
         gap = line[runs[-1].end : m.start()] if runs else ""
         spread = _SIGNED_SPREAD.fullmatch(gap) is not None and line[m.start()] in "-−"
-        between = _AND.fullmatch(gap) is not None and _BETWEEN.search(line, 0, runs[-1].start) is not None \
-            if runs else False
+        between = _AND.fullmatch(gap) is not None and _BETWEEN.search(line, 0, runs[-1].start) is not None
         if runs and (_JOIN.fullmatch(gap or " ") or spread or between) and runs[-1].unit_end == runs[-1].end:
             runs[-1].end = m.end()  # `0.182, 0.218`, `0.200 +/- 0.018`, `between 3 and 5`
             runs[-1].unit, runs[-1].unit_end = _unit_after(line, m.end())
