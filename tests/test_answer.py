@@ -469,6 +469,30 @@ def test_the_form_of_a_value_does_not_lift_a_value_that_names_nothing_asked() ->
     assert ranked[0].fact.value == "3439.8"
 
 
+def test_a_label_that_names_the_extreme_asked_for_is_that_extreme() -> None:
+    # a cell prints the least and the greatest stress under labels that differ in that word only; the question's
+    # "peak" asks for the greatest, and "300 L/min" names a unit, not a least
+    from nbrecall.answer.values import RankedFact, score
+    from nbrecall.notebook.facts import Fact
+
+    sha = "x" * 40
+    low = Fact(4, "c4", "-6.4627", "Minimum value in the domain", "Minimum value in the domain: -6.4627",
+               position=0, number=-6.4627)
+    high = Fact(4, "c4", "515.881", "Maximum value in the domain", "Maximum value in the domain: 515.881",
+                position=1, number=515.881)
+    cands = [RankedFact(f, "halfspace.ipynb", sha, None, 0, signals={"similarity": 0.1, "keyword_raw": 1.0})
+             for f in (low, high)]
+    hits = [Hit("halfspace.ipynb", "share", 4, [4], "c4", "code", 1.0, "", "", nb_sha=sha)]
+    found = SearchResult("q", [NotebookResult(sha, "halfspace.ipynb", "share", 1.0, hits, cell_scores={4: 1.0})])
+    ranked = score(read_question("peak von Mises stress in the section"), [copy(c) for c in cands], found)
+    assert [(c.fact.value, c.terms["extreme"]) for c in ranked] == [("515.881", 1.0), ("-6.4627", 0.0)]
+    assert score(read_question("lowest stress in the section"), [copy(c) for c in cands], found)[0].fact.value \
+        == "-6.4627"
+    assert read_question("pressure drop across the check valve at 300 L/min").extreme is None
+    assert read_question("stress after 10 min").extreme is None
+    assert read_question("min stress in the section").extreme == "min"
+
+
 def test_a_constant_the_code_sets_does_not_beat_what_its_cell_prints() -> None:
     # the cell sets `pump_efficiency = 0.707` and prints the cost it computes: the constant is closer to the
     # question's words ("pump"), the printed cost is what the question asks about (its subject: the cost)

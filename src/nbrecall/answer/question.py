@@ -37,7 +37,8 @@ _COUNT = re.compile(r"\bhow\s+many\b|\bnumber\s+of\b|\bwie\s+viele\b", re.I)
 _SHARE = re.compile(r"%|\b(?:percent(?:age)?|share|fraction|proportion|ratio|prozent|anteil)\b", re.I)
 # Superlatives ask for the extreme of a series ("on which weekday were the most cyclists counted").
 _MAX = re.compile(r"\b(?:most|max(?:imum)?|highest|largest|biggest|greatest|longest|peak|top)\b", re.I)
-_MIN = re.compile(r"\b(?:least|fewest|min(?:imum)?|lowest|smallest|shortest)\b", re.I)
+# `min` after a number or a slash is minutes, a unit ("10 min", "300 L/min"), not a superlative.
+_MIN = re.compile(r"\b(?:least|fewest|minimum|lowest|smallest|shortest)\b|(?<![/\d])(?<!\d )\bmin\b", re.I)
 # What the question rules out: "the Hollingshead correlation rather than ISO", "…, not the lognormal fit",
 # "(no LoRA)". A value whose name or place says the ruled-out thing is the look-alike the question warns about.
 _EXCLUDED = re.compile(
@@ -75,6 +76,12 @@ _NUMBER_WORDS = {w: str(i) for i, group in enumerate([
     for w in group}
 
 
+def extreme_named(text: str) -> str | None:
+    """"max" or "min" when `text` names an extreme (a superlative: "peak", "lowest"), else None. Read in a question
+    (it asks for the extreme of a series) and in a value's label (`Maximum value in the domain` is one)."""
+    return "max" if _MAX.search(text) else "min" if _MIN.search(text) else None
+
+
 @dataclass
 class Question:
     """A question as the answerer reads it."""
@@ -103,7 +110,7 @@ def read_question(text: str) -> Question:
     else:
         kind = "general"
     asks = "count" if _COUNT.search(text) else "share" if _SHARE.search(text) else None
-    extreme = "max" if _MAX.search(text) else "min" if _MIN.search(text) else None
+    extreme = extreme_named(text)
     mentions: list[set[float]] = []
     for m in _NUMBERS.finditer(text):
         n = to_number(m.group().replace(",", ".").rstrip("% "))

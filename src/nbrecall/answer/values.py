@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nbrecall.answer.glossary import meaning_of, symbol_glossary
-from nbrecall.answer.question import Question
+from nbrecall.answer.question import Question, extreme_named
 from nbrecall.index.terms import Weights, match, term_set
 from nbrecall.notebook.facts import Fact
 from nbrecall.notebook.printed import NUMBER, leading_number, to_number
@@ -153,6 +153,16 @@ def _form(fact: Fact, named: bool) -> dict[str, float]:
             "zero": -float(named and fact.number == 0.0),
             "result": float(named and fact.origin == "result"),
             "printed": float(named and fact.origin == "line")}
+
+
+def _extreme(question: Question, fact: Fact, mark: str | None) -> float:
+    """1 when the question asks for an extreme and the value is it: its label names that extreme (`Maximum value in
+    the domain` for "peak stress"), or it is that extreme of its series (`mark`, `_extremes`) and its label names
+    no other."""
+    if not question.extreme:
+        return 0.0
+    named = extreme_named(fact.label)
+    return float(named == question.extreme or (named is None and mark == question.extreme))
 
 
 def _is_count(fact: Fact) -> bool:
@@ -388,7 +398,7 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
             "kind": float(question.asks == "count" and _is_count(fact) or question.asks == "share" and _is_share(fact)),
             "given": -float(fact.number is not None
                             and any(math.isclose(fact.number, n, rel_tol=1e-9) for n in question.numbers)),
-            "extreme": float(bool(question.extreme) and marks.get(id(fact)) == question.extreme),
+            "extreme": _extreme(question, fact, marks.get(id(fact))),
             "excluded": -against,
             "inputs": s["inputs"],
             "unit": float(bool(asked_units) and any(match(t, unit) >= 0.7 for t in asked_units)),
