@@ -493,6 +493,26 @@ def test_a_label_that_names_the_extreme_asked_for_is_that_extreme() -> None:
     assert read_question("min stress in the section").extreme == "min"
 
 
+def test_what_a_printed_quantity_is_of_names_it() -> None:
+    # one line prints two quantities under one label and unit; only what each is "of" tells them apart
+    from nbrecall.answer.values import RankedFact, score
+    from nbrecall.notebook.facts import Fact
+
+    sha = "w" * 40
+    corn = Fact(5, "c5", "53.12", "We should plant", "We should plant 53.12 roods of corn", unit="roods",
+                position=0, number=53.12)
+    wheat = Fact(5, "c5", "21.88", "We should plant", "21.88 roods of wheat", unit="roods", position=1,
+                 number=21.88)
+    cands = [RankedFact(f, "farm.ipynb", sha, None, 0, signals={"similarity": 0.3, "keyword_raw": 1.0})
+             for f in (corn, wheat)]
+    hits = [Hit("farm.ipynb", "share", 5, [5], "c5", "code", 1.0, "", "", nb_sha=sha)]
+    found = SearchResult("q", [NotebookResult(sha, "farm.ipynb", "share", 1.0, hits, cell_scores={5: 1.0})])
+    assert score(read_question("how much of the land goes to wheat"), [copy(c) for c in cands], found)[0] \
+        .fact.value == "21.88"
+    assert score(read_question("how much of the land goes to corn"), [copy(c) for c in cands], found)[0] \
+        .fact.value == "53.12"
+
+
 def test_a_constant_the_code_sets_does_not_beat_what_its_cell_prints() -> None:
     # the cell sets `pump_efficiency = 0.707` and prints the cost it computes: the constant is closer to the
     # question's words ("pump"), the printed cost is what the question asks about (its subject: the cost)

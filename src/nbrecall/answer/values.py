@@ -8,9 +8,9 @@ is a chunk of kind `fact`: keyword and vector search see it like any chunk). Eac
 - `keyword`: the fact's BM25 score against the question, relative to the best fact's;
 - `notebook`: its notebook's retrieval score relative to the first notebook's (0 outside the result);
 - `cell`: the best score of the chunks retrieval found on the fact's cell, relative to its notebook's best;
-- `label`: how much of the question the fact's name (label, the variables that printed it, the unit, and what
-  the notebook says those variables are: `glossary`) covers, terms weighted by rarity among the candidates,
-  times how much of that name the question covers;
+- `label`: how much of the question the fact's name (label, the variables that printed it, the unit and what the
+  value is of, `21.88 roods of wheat`, and what the notebook says those variables are: `glossary`) covers, terms
+  weighted by rarity among the candidates, times how much of that name the question covers;
 - `context`: the same coverage for where the fact is (heading path, the sentence above, the code line);
 - structure and kind: the last of a repeated label in a cell is a loop's result (`final`); a count is an
   integer, a share a fraction or a percentage; a value the question itself gives is an input, not the answer;
@@ -163,6 +163,13 @@ def _extreme(question: Question, fact: Fact, mark: str | None) -> float:
         return 0.0
     named = extreme_named(fact.label)
     return float(named == question.extreme or (named is None and mark == question.extreme))
+
+
+def _after_value(fact: Fact) -> str:
+    """What the printout says after the value itself: its unit and what it is a quantity of (`21.88 roods of
+    wheat`); part of the value's name, as its label is."""
+    at = fact.shown.rfind(fact.value)
+    return fact.shown[at + len(fact.value):] if at >= 0 else ""
 
 
 def _is_count(fact: Fact) -> bool:
@@ -364,7 +371,7 @@ def score(question: Question, cands: list[RankedFact], result: SearchResult,
     w = weights or ValueWeights()
     if not cands:
         return []
-    names = [term_set(f"{c.fact.label} {c.fact.names} {c.fact.unit} "
+    names = [term_set(f"{c.fact.label} {c.fact.names} {c.fact.unit} {_after_value(c.fact)} "
                       f"{f'{c.meaning} {c.inputs_meaning}' if w.glossary else ''}") for c in cands]
     places = [term_set(f"{c.fact.heading} {c.fact.sentence} {c.fact.code} {c.source}") for c in cands]
     units = [term_set(c.fact.unit + " " + " ".join(re.findall(r"\[([^\]]{1,20})\]", c.fact.label))) for c in cands]
