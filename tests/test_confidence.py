@@ -84,6 +84,13 @@ def test_a_close_race_is_answered_with_a_notice_and_a_clear_winner_without_one()
     alone = value_answer(question, _result(), archive, None, weights, one_cell)
     assert alone is not None and len(alone.values) == 1 and alone.notice is not None
     assert "uncertain" in alone.notice and "Also found" not in alone.notice
+    # … it is named beside the first value instead, in the text and in `beside`, never among the values judged
+    assert [v.value for v in alone.beside] == ["1.87"] and "the values beside it" in alone.notice
+    assert "Beside it in the same cell: static margin = 1.87" in alone.text
+    assert [v.value for v in unsure.beside] == [] and "beside" not in unsure.text.lower()
+    sure_one_cell = value_answer(question, _result(), archive, None, weights,
+                                 [clear[0], _cand(2, "1.87", "static margin", 0.3 * top)])
+    assert sure_one_cell is not None and sure_one_cell.beside == []  # a likely value needs no comparison
 
 
 def test_the_confidence_travels_with_the_answer_json() -> None:
@@ -92,6 +99,16 @@ def test_the_confidence_travels_with_the_answer_json() -> None:
     assert payload["confidence"] == 0.432
     assert Answer.from_dict(payload).confidence == 0.432
     assert Answer.from_dict({**payload, "confidence": None}).confidence is None
+
+
+def test_the_values_beside_an_uncertain_value_travel_with_the_answer_json() -> None:
+    from nbrecall.answer.types import Citation, FoundValue
+
+    rival = FoundValue("1.87", "static margin", "static margin = 1.87", "", Citation("s.ipynb", 2, "c2", SHA))
+    payload = AnswerEvent("done", answer=Answer("q", "2.13", confidence=0.3, beside=[rival])).as_dict()["answer"]
+    assert payload["beside"][0]["value"] == "1.87" and payload["beside"][0]["cell"] == 2
+    assert Answer.from_dict(payload).beside == [rival]
+    assert Answer.from_dict({k: v for k, v in payload.items() if k != "beside"}).beside == []
 
 
 def test_eval_counts_value_answers_right_per_confidence_level() -> None:

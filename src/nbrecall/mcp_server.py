@@ -129,8 +129,9 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
         fell back or no value answered closely enough, and for a value question `values`: the best value and up
         to two alternatives from other cells, each with value, label, notebook, cell and year; `places`: the cells
         offered, best first (for a "where" question the cell found and up to two more of its notebook);
-        `confidence`: for a value, the estimated chance (0-1) that the first one is the value asked for. Same
-        filters as `search`."""
+        `confidence`: for a value, the estimated chance (0-1) that the first one is the value asked for; `beside`:
+        when that is under one half, up to two values printed next to it in its own cell, to compare it with.
+        Same filters as `search`."""
         filters = parse_filters(year, project, author, tag, include_deprecated)
         found = answer_question(question, archive, settings, filters)
 

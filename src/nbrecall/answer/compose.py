@@ -4,22 +4,23 @@ Nothing is generated. A value answer is a value fact as the notebook printed it,
 from other cells or notebooks, each holding another value ("also found"); a "where" answer names the notebook, the
 section and the cell that retrieval found; a term answer is the defining sentence of a markdown cell.
 
-Which of these a question gets: its grammar says so when it has an interrogative (`question.py`); a question
-without one ("final RMSE of the tuned model", "bootstrap test for a difference in means") gets a value when the
-evidence points at one: the value's confidence is at least "possible" and the question was typed as keywords,
-not put as a question; retrieval's best match is a printed scalar output; the value sits in the cell retrieval found
-first; its name holds what the question asks about (its first noun phrase) or much of the question; or the question
-names the unit printed with it. Else it
-gets retrieval's cell, with the best printed values listed under it (`with_values`). Measured on both development
-sets (`bench/answer_ablation.py`, bench/README.md): retrieval's first cell is the right one to cite for "where",
-error, column and figure questions more often than any cell chosen afterwards by word overlap.
+Which of these a question gets: its grammar says so when it has an interrogative (`question.py`); a question without
+one ("final RMSE of the tuned model", "bootstrap test for a difference in means") gets a value when the evidence
+points at one: the value's confidence is at least "possible" and the question was typed as keywords, not put as a
+question; retrieval's best match is a printed scalar output; the value sits in the cell retrieval found first; its
+name holds what the question asks about (its first noun phrase) or much of the question; or the question names the
+unit printed with it. Else it gets retrieval's cell, with the best printed values listed under it (`with_values`).
+Measured on both development sets (`bench/answer_ablation.py`, bench/README.md): retrieval's first cell is the right
+one to cite for "where", error, column and figure questions more often than any cell chosen afterwards by word
+overlap.
 
-Honesty: a value answer carries the estimated chance that its first value is the one asked for (`confidence.py`)
-and says it is uncertain below one half; a value whose name shares no word with what is asked is given with a
-notice to check it; a best value that scores under half of what the signals can give (`ValueWeights.min_share`)
-is offered under the closest cell, not given as the answer (unless the question matched a printed value itself,
-when the value leads with its notice); when no candidate shares anything with the question, no value is given and
-the closest cell is pointed at.
+Honesty: a value answer carries the estimated chance that its first value is the one asked for (`confidence.py`) and
+says it is uncertain below one half, naming the values closest to it in its own printout (`beside_values`: an
+uncertain value is at times wrong by such a neighbour); a value whose name shares no word with what is asked is
+given with a notice to check it; a best value that scores under half of what the signals can give
+(`ValueWeights.min_share`) is offered under the closest cell, not given as the answer (unless the question matched a
+printed value itself, when the value leads with its notice); when no candidate shares anything with the question, no
+value is given and the closest cell is pointed at.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ if TYPE_CHECKING:
     from nbrecall.service import Archive
 
 ALTERNATIVES = 2
+# How many of the values closest to an uncertain first value in its own printout are named beside it, and how far
+# down the answers' order they are looked for.
+BESIDE = 2
+BESIDE_DEPTH = 10
 # Below this share of its terms found in the first notebooks, a question's words cannot choose within them.
 MIN_COVERAGE = 0.34
 # A question without an interrogative gets a value when the best one's name covers this much of its subject or
@@ -100,6 +105,27 @@ def pick_values(ranked: list[RankedFact], most: int = 1 + ALTERNATIVES, *,
     return picked
 
 
+def beside_values(ranked: list[RankedFact], most: int = BESIDE, depth: int = BESIDE_DEPTH) -> list[RankedFact]:
+    """The next candidates in the answers' order (within the first `depth`) printed in the first one's own cell and
+    holding other values, at most `most`. An uncertain first value is at times wrong by a neighbour of the same
+    printout (`Profit · 5` for `Profit · 4`), which the alternatives, one per cell, never show: these are named
+    beside it so that the reader can compare them in place (bench/README.md, session 21)."""
+    if not ranked:
+        return []
+    first = ranked[0]
+    seen = {same_value(first.fact.value)}
+    out: list[RankedFact] = []
+    for cand in ranked[1:depth]:
+        value = same_value(cand.fact.value)
+        if (cand.nb_sha, cand.fact.cell) != (first.nb_sha, first.fact.cell) or value in seen:
+            continue
+        seen.add(value)
+        out.append(cand)
+        if len(out) >= most:
+            break
+    return out
+
+
 def _first_hit(result: SearchResult) -> Hit | None:
     """Retrieval's first chunk: the first hit of its first notebook (None when nothing was found)."""
     return result.notebooks[0].hits[0] if result.notebooks and result.notebooks[0].hits else None
@@ -141,13 +167,18 @@ def value_answer(question: Question, result: SearchResult, archive: Archive, fil
     if first.stale:
         notices.append("the value comes from outputs that could not be re-rendered (stale)")
     confidence = value_confidence(ranked, weights)
+    beside: list[FoundValue] = []
     if level(confidence) == "uncertain":
+        beside = [_found(c) for c in beside_values(ranked)]
         notices.append(f"uncertain (an estimated {confidence:.0%} chance that this is the value asked for: it "
                        "scores low, or close to another value): check the cell"
+                       + (", the values beside it" if beside else "")
                        + (" and the values under Also found" if len(values) > 1 else ""))
+    if beside:
+        lines.insert(1, "Beside it in the same cell: " + "; ".join(v.shown for v in beside))
     citations = list(dict.fromkeys(v.citation for v in values))
     return Answer(question.text, "\n".join(lines), citations, "extractive", "; ".join(notices) or None, values,
-                  question.kind, places=[v.citation for v in values], confidence=confidence)
+                  question.kind, places=[v.citation for v in values], confidence=confidence, beside=beside)
 
 
 def _value_fits(question: Question, result: SearchResult, answer: Answer | None,
@@ -260,6 +291,9 @@ def with_values(place: Answer, value: Answer | None) -> Answer:
         return place
     lines = [place.text, "Printed values that may answer it:"]
     lines.extend(f"  {v.shown} — {v.citation.label()}{_meta(v)}" for v in value.values)
+    if value.beside:
+        lines.append("  Beside the first in the same cell: " + "; ".join(v.shown for v in value.beside))
     citations = list(dict.fromkeys([*place.citations, *value.citations]))
     return Answer(place.question, "\n".join(lines), citations, place.mode, place.notice, value.values, place.kind,
-                  places=list(dict.fromkeys([*place.places[:1], *value.places])), confidence=value.confidence)
+                  places=list(dict.fromkeys([*place.places[:1], *value.places])), confidence=value.confidence,
+                  beside=value.beside)

@@ -57,8 +57,9 @@ class Answer:
     """A complete answer: text with inline citations, the cited cells, and how it was made.
 
     A value answer also lists `values`: the best first, then up to two alternatives from other cells or
-    notebooks ("also found"); a place answer offers up to two other cells of its notebook (`places`). `kind` is
-    what the question asked for (`value`, `where`, `term`, `general`)."""
+    notebooks ("also found"); when it is uncertain, `beside` lists the values closest to the first in its own
+    printout. A place answer offers up to two other cells of its notebook (`places`). `kind` is what the question
+    asked for (`value`, `where`, `term`, `general`)."""
 
     question: str
     text: str
@@ -72,6 +73,9 @@ class Answer:
     places: list[Citation] = field(default_factory=list)
     # A value answer's chance that its first value is the one asked for (`answer.confidence`); None otherwise
     confidence: float | None = None
+    # An uncertain value answer's closest rivals printed in the first value's own cell (`compose.beside_values`):
+    # not alternatives (those come from other cells), but what to compare the first value with in the printout
+    beside: list[FoundValue] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """The answer's JSON form: what `ask --json`, `/api/ask` and the MCP `ask` tool give."""
@@ -85,6 +89,7 @@ class Answer:
             "values": [v.as_dict() for v in self.values],
             "places": [c.__dict__ for c in self.places],
             "confidence": None if self.confidence is None else round(self.confidence, 3),
+            "beside": [v.as_dict() for v in self.beside],
         }
 
     @classmethod
@@ -95,7 +100,8 @@ class Answer:
                    str(data.get("mode", "extractive")), data.get("notice"),
                    [FoundValue.from_dict(v) for v in data.get("values", [])], str(data.get("kind", "")),
                    [Citation.from_dict(c) for c in data.get("places", [])],
-                   None if data.get("confidence") is None else float(data["confidence"]))
+                   None if data.get("confidence") is None else float(data["confidence"]),
+                   [FoundValue.from_dict(v) for v in data.get("beside", [])])
 
 
 @dataclass

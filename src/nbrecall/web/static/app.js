@@ -77,19 +77,24 @@
     var listEl = document.getElementById("answer-citations");
     var valuesEl = document.getElementById("answer-values");
 
-    // The best value and the alternatives ("also found"), one row each, linked to their cells; the best one with
-    // the answer's estimate that it is the value asked for (`confidence`).
-    function showValues(values, confidence) {
+    // The best value, the values beside it in its own cell when it is uncertain (`beside`), and the alternatives
+    // ("also found"), one row each, linked to their cells; the best one with the answer's estimate that it is the
+    // value asked for (`confidence`).
+    function showValues(values, confidence, beside) {
       if (!valuesEl) return;
       var body = valuesEl.querySelector("tbody");
       body.textContent = "";
       valuesEl.hidden = !values || !values.length;
-      (values || []).forEach(function (v, i) {
+      var best = typeof confidence === "number" ? "best · est. " + Math.round(confidence * 100) + "% right" : "best";
+      var rows = (values || []).slice(0, 1).map(function (v) { return [best, v]; })
+        .concat((beside || []).map(function (v) { return ["beside it", v]; }))
+        .concat((values || []).slice(1).map(function (v) { return ["also found", v]; }));
+      rows.forEach(function (row) {
+        var v = row[1];
         var tr = document.createElement("tr");
         // a symbol's label (`Ku`) with what the notebook says it is, when it says
         var label = v.meaning ? v.label + " — " + v.meaning : v.label;
-        var best = typeof confidence === "number" ? "best · est. " + Math.round(confidence * 100) + "% right" : "best";
-        var cells = [i === 0 ? best : "also found", v.value, label, null, v.year ? String(v.year) : ""];
+        var cells = [row[0], v.value, label, null, v.year ? String(v.year) : ""];
         cells.forEach(function (content, j) {
           var td = document.createElement("td");
           if (j === 1) td.className = "value";
@@ -139,7 +144,7 @@
           if (event.answer) {
             if (!text) text = event.answer.text || "";
             (event.answer.citations || []).forEach(addCitation);
-            showValues(event.answer.values, event.answer.confidence);
+            showValues(event.answer.values, event.answer.confidence, event.answer.beside);
             if (event.answer.notice) notice(event.answer.notice);
           }
           linkify(textEl, text, cited);
