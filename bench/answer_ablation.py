@@ -29,11 +29,12 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from nbrecall.answer.answer import llm_context
+from nbrecall.answer.candidates import gather
 from nbrecall.answer.compose import extractive_answer
 from nbrecall.answer.evaluate import answer_metrics, judge_answer
 from nbrecall.answer.question import read_question
 from nbrecall.answer.rerank import answer_order
-from nbrecall.answer.values import ValueWeights, gather, score
+from nbrecall.answer.values import ValueWeights, score
 from nbrecall.config import load_settings
 from nbrecall.search.evaluate import load_queries, resolve_copies
 from nbrecall.service import Archive

@@ -400,7 +400,8 @@ def test_context_cuts_whole_cells_and_truncates_only_a_cell_larger_than_the_budg
 
 def test_equal_scores_put_the_last_printout_of_a_label_first() -> None:
     # a solver prints `Q_std` at each iteration: both printouts share every signal, the converged one is the answer
-    from nbrecall.answer.values import RankedFact, score
+    from nbrecall.answer.candidates import RankedFact
+    from nbrecall.answer.values import score
     from nbrecall.notebook.facts import Fact
 
     first = Fact(2, "c2", "1176795.8", "Q_std", "Q_std: 1176795.8", position=0, final=False, number=1176795.8)
@@ -428,7 +429,8 @@ def test_the_form_of_a_value_picks_the_computed_result_among_values_of_the_same_
     # every other signal is equal, so without the form signals the earlier cell's round value comes first
     from dataclasses import replace as with_weights
 
-    from nbrecall.answer.values import RankedFact, ValueWeights, score
+    from nbrecall.answer.candidates import RankedFact
+    from nbrecall.answer.values import ValueWeights, score
     from nbrecall.notebook.facts import Fact
 
     sha = "f" * 40
@@ -452,7 +454,8 @@ def test_the_form_of_a_value_picks_the_computed_result_among_values_of_the_same_
 def test_the_form_of_a_value_does_not_lift_a_value_that_names_nothing_asked() -> None:
     # a computed result whose name shares no word with the question gets no form signal: it cannot overtake a
     # table cell that names what is asked on its form alone (`which line had the highest max tension`)
-    from nbrecall.answer.values import RankedFact, score
+    from nbrecall.answer.candidates import RankedFact
+    from nbrecall.answer.values import score
     from nbrecall.notebook.facts import Fact
 
     sha = "m" * 40
@@ -472,7 +475,8 @@ def test_the_form_of_a_value_does_not_lift_a_value_that_names_nothing_asked() ->
 def test_a_label_that_names_the_extreme_asked_for_is_that_extreme() -> None:
     # a cell prints the least and the greatest stress under labels that differ in that word only; the question's
     # "peak" asks for the greatest, and "300 L/min" names a unit, not a least
-    from nbrecall.answer.values import RankedFact, score
+    from nbrecall.answer.candidates import RankedFact
+    from nbrecall.answer.values import score
     from nbrecall.notebook.facts import Fact
 
     sha = "x" * 40
@@ -495,7 +499,8 @@ def test_a_label_that_names_the_extreme_asked_for_is_that_extreme() -> None:
 
 def test_what_a_printed_quantity_is_of_names_it() -> None:
     # one line prints two quantities under one label and unit; only what each is "of" tells them apart
-    from nbrecall.answer.values import RankedFact, score
+    from nbrecall.answer.candidates import RankedFact
+    from nbrecall.answer.values import score
     from nbrecall.notebook.facts import Fact
 
     sha = "w" * 40
@@ -516,7 +521,8 @@ def test_what_a_printed_quantity_is_of_names_it() -> None:
 def test_a_constant_the_code_sets_does_not_beat_what_its_cell_prints() -> None:
     # the cell sets `pump_efficiency = 0.707` and prints the cost it computes: the constant is closer to the
     # question's words ("pump"), the printed cost is what the question asks about (its subject: the cost)
-    from nbrecall.answer.values import RankedFact, ValueWeights, score
+    from nbrecall.answer.candidates import RankedFact
+    from nbrecall.answer.values import ValueWeights, score
     from nbrecall.notebook.facts import Fact
 
     sha = "p" * 40
@@ -542,7 +548,8 @@ def test_a_constant_the_code_sets_does_not_beat_what_its_cell_prints() -> None:
 def test_an_excluded_method_counts_against_the_cell_that_uses_it_not_the_prose_that_names_it() -> None:
     # "… rather than ISO": the ISO cell's code uses ISO; the markdown above the Hollingshead cell names ISO only to
     # set it aside ("outside the range of the ISO formula, we turn to …"), which is no evidence against its value
-    from nbrecall.answer.values import RankedFact, score
+    from nbrecall.answer.candidates import RankedFact
+    from nbrecall.answer.values import score
     from nbrecall.notebook.facts import Fact
 
     sha = "o" * 40
@@ -565,7 +572,8 @@ def test_a_value_score_is_its_weights_times_the_terms_it_records() -> None:
     # one weight moves a score by exactly that term, and the outside penalty scales the sum
     from dataclasses import replace as with_weights
 
-    from nbrecall.answer.values import TERMS, RankedFact, ValueWeights, score
+    from nbrecall.answer.candidates import RankedFact
+    from nbrecall.answer.values import TERMS, ValueWeights, score
     from nbrecall.notebook.facts import Fact
 
     sha = "t" * 40
@@ -597,8 +605,9 @@ def test_a_question_that_names_the_unit_of_the_best_value_asks_for_that_value() 
     # no interrogative, and the best value's name covers little of the question and is not in retrieval's first
     # chunk: the place comes first, unless the question names the unit printed with the value ("… in standard
     # cubic feet per hour" for `Q_std: 922210.2 foot ** 3 / hour`)
+    from nbrecall.answer.candidates import RankedFact
     from nbrecall.answer.compose import _found, _value_fits
-    from nbrecall.answer.values import RankedFact, ValueWeights
+    from nbrecall.answer.values import ValueWeights
     from nbrecall.notebook.facts import Fact
 
     fact = Fact(3, "c3", "922210.2", "Q_std", "Q_std: 922210.2 foot ** 3 / hour", unit="foot ** 3 / hour")

@@ -6,6 +6,7 @@ from typing import Any, cast
 
 import pytest
 
+from nbrecall.answer.candidates import RankedFact
 from nbrecall.answer.compose import value_answer
 from nbrecall.answer.confidence import (
     LEARNED,
@@ -18,7 +19,7 @@ from nbrecall.answer.confidence import (
 from nbrecall.answer.confidence import level as confidence_level
 from nbrecall.answer.question import read_question
 from nbrecall.answer.types import Answer, AnswerEvent
-from nbrecall.answer.values import RankedFact, ValueWeights
+from nbrecall.answer.values import ValueWeights
 from nbrecall.notebook.facts import Fact
 from nbrecall.search.retrieve import Hit, NotebookResult, SearchResult
 

@@ -9,9 +9,10 @@ from nbformat import v4
 
 from conftest import HashEmbedder, code, result, stream, write_nb
 from nbrecall.answer.answer import answer
+from nbrecall.answer.candidates import RankedFact
 from nbrecall.answer.glossary import meaning_of, symbol_glossary, symbol_key
 from nbrecall.answer.question import read_question
-from nbrecall.answer.values import RankedFact, ValueWeights, score
+from nbrecall.answer.values import ValueWeights, score
 from nbrecall.config import Settings
 from nbrecall.index.store import LanceStore
 from nbrecall.ingest.pipeline import run_index

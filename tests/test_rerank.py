@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from nbrecall.answer import rerank as rerank_module
+from nbrecall.answer.candidates import RankedFact
 from nbrecall.answer.rerank import (
     FEATURES,
     TOP,
@@ -18,7 +19,7 @@ from nbrecall.answer.rerank import (
     ordered_values,
     rerank,
 )
-from nbrecall.answer.values import TERMS, RankedFact
+from nbrecall.answer.values import TERMS
 from nbrecall.notebook.facts import Fact
 
 

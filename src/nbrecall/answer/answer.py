@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nbrecall.answer.answerers import make_answerer
+from nbrecall.answer.candidates import RankedFact
 from nbrecall.answer.compose import extractive_answer, pick_values
 from nbrecall.answer.context import Context, ContextValue, build_context
 from nbrecall.answer.llm import SYSTEM_PROMPT, LLMClient, LLMError, ThinkFilter, parse_citations, user_message
 from nbrecall.answer.question import read_question
 from nbrecall.answer.rerank import ordered_values
 from nbrecall.answer.types import Answer, AnswerEvent
-from nbrecall.answer.values import RankedFact
 from nbrecall.config import Settings
 from nbrecall.keys import KeyStoreError, resolve_api_key
 from nbrecall.records import CellRecord, SearchFilters

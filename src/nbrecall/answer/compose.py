@@ -27,13 +27,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nbrecall.answer.candidates import RankedFact
 from nbrecall.answer.confidence import UNCERTAIN_BELOW, level, same_value, value_confidence
 from nbrecall.answer.places import where_answer
 from nbrecall.answer.question import Question, read_question
 from nbrecall.answer.rerank import ordered_values
 from nbrecall.answer.sentences import term_answer
 from nbrecall.answer.types import Answer, Citation, FoundValue
-from nbrecall.answer.values import RankedFact, ValueWeights
+from nbrecall.answer.values import ValueWeights
 from nbrecall.index.terms import match, term_set
 from nbrecall.records import Hit, SearchFilters
 from nbrecall.search.retrieve import SearchResult

@@ -17,7 +17,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nbrecall.answer.values import RankedFact, ValueWeights
+from nbrecall.answer.candidates import RankedFact
+from nbrecall.answer.values import ValueWeights
 from nbrecall.notebook.printed import leading_number
 
 

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nbrecall.answer.candidates import RankedFact
 from nbrecall.answer.question import Question
-from nbrecall.answer.values import TERMS, RankedFact, ValueWeights, rank_values
+from nbrecall.answer.values import TERMS, ValueWeights, rank_values
 from nbrecall.config import AnswerSettings
 from nbrecall.notebook.printed import NUMBER, leading_number
 from nbrecall.records import SearchFilters

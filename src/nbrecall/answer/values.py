@@ -1,7 +1,8 @@
 """Which value answers a value question: value facts ranked by signals that carry from one archive to the next.
 
 Candidates are the facts of the notebooks retrieval ranked first, plus facts the store finds on their own (a fact
-is a chunk of kind `fact`: keyword and vector search see it like any chunk). Each gets these signals, all in 0..1:
+is a chunk of kind `fact`: keyword and vector search see it like any chunk), gathered by `candidates.gather`. Each
+gets these signals, all in 0..1:
 
 - `similarity`: cosine of the question and the fact's description (label, value, unit, heading, the sentence
   above) with the bundled embedder: vectors stored at index time, read through the store's own vector search;
@@ -27,18 +28,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from nbrecall.answer.glossary import meaning_of, symbol_glossary
+from nbrecall.answer.candidates import RankedFact, gather
 from nbrecall.answer.question import Question, extreme_named
 from nbrecall.index.terms import Weights, match, term_set
 from nbrecall.notebook.facts import Fact
 from nbrecall.notebook.printed import NUMBER, leading_number, to_number
-from nbrecall.records import SearchFilters, chunk_id
+from nbrecall.records import SearchFilters
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 
 if TYPE_CHECKING:
@@ -106,28 +105,6 @@ class ValueWeights:
 # its name: the linear part of the score, which `bench/answer_fit.py` fits.
 TERMS = ("similarity", "keyword", "notebook", "cell", "cell_similarity", "label", "subject", "context", "final",
          "kind", "given", "extreme", "excluded", "inputs", "unit", "input", "computed", "zero", "result", "printed")
-
-
-@dataclass
-class RankedFact:
-    """A candidate fact with where it is, its signals and its score."""
-
-    fact: Fact
-    notebook: str
-    nb_sha: str
-    year: int | None
-    rank: int | None  # its notebook's position in the search result (None: found by the fact search only)
-    source: str = ""  # the source of its cell (first notebooks only): words of the method around the value
-    meaning: str = ""  # what its notebook says its variable is (`glossary`; first notebooks only)
-    inputs_meaning: str = ""  # … the variables of the expression that printed it are
-    signals: dict[str, float] = field(default_factory=dict)
-    terms: dict[str, float] = field(default_factory=dict)  # what each weight of `ValueWeights` multiplies
-    score: float = 0.0
-    learned: float | None = None  # its score in the learned order (`rerank`), when that order was applied
-
-    def outside(self) -> bool:
-        """Its notebook is not among retrieval's first three (the `outside` weight scales its score)."""
-        return self.rank is None or self.rank >= 3
 
 
 _DIGITS = re.compile(r"\d[\d,]*(?:\.\d*)?")
@@ -201,90 +178,6 @@ def _extremes(cands: list[RankedFact]) -> dict[int, str]:
         marks[id(top.fact)] = "max"
         marks[id(low.fact)] = "min"
     return marks
-
-
-def gather(
-    question: Question,
-    result: SearchResult,
-    archive: Archive,
-    filters: SearchFilters | None = None,
-    top: int = 3,
-    extra: int = 30,
-) -> list[RankedFact]:
-    """The candidate facts: every fact of the first `top` notebooks (their stored vectors read at once, compared
-    with the question's here: a nearest-neighbour list would cut a notebook's facts short), and the first `extra`
-    facts retrieval's own fact search found across the archive (`SearchResult.fact_hits`: the store is searched
-    for facts once per question), with their keyword scores and similarities."""
-    notebooks = [nb for nb in result.notebooks[:top] if nb.hits]
-    by_sha = {nb.nb_sha: nb for nb in result.notebooks}
-    vector = archive.query_vector(question.text)
-    stored: dict[str, tuple[np.ndarray, list[int]]] = {}
-    if notebooks and vector is not None:  # every chunk and every fact of the first notebooks
-        first = [nb.nb_sha for nb in notebooks]
-        stored = archive.store.vectors(replace(filters or SearchFilters(), notebooks=first), limit=20_000)
-        stored.update((cid, (v, [])) for cid, v in archive.store.fact_vectors(first).items())
-    found = result.fact_hits[:extra]
-    keyword = {h.row["chunk_id"]: h.keyword_score for h in found}
-    similarity = {h.row["chunk_id"]: h.similarity for h in found if h.vector_rank is not None}
-    shas = [nb.nb_sha for nb in notebooks]
-    shas += list(dict.fromkeys(h.row["nb_sha"] for h in found if h.row["nb_sha"] not in shas))
-    facts_of = {sha: archive.manifest.facts(sha) for sha in shas}
-    fact_ids = {chunk_id(sha, f.seq) for sha, facts in facts_of.items() for f in facts}
-    chunk_shas = {sha[:20]: sha for sha in shas}
-    visible = archive.manifest.indexed_shas(shas)
-    rows = {h.row["chunk_id"]: h.row for h in found}
-    query = np.asarray(vector, dtype=np.float32) if vector is not None else None
-    # how close the question is to each cell of the first notebooks: the best of the chunks (not facts) covering it
-    cell_similarity: dict[tuple[str, int], float] = {}
-    if query is not None:
-        for cid, (chunk_vector, covered) in stored.items():
-            if cid in fact_ids:
-                continue
-            similar = float(np.dot(chunk_vector, query))
-            sha = chunk_shas[cid[:20]]
-            for cell in covered:
-                key = (sha, cell)
-                cell_similarity[key] = max(cell_similarity.get(key, -1.0), similar)
-    cands: list[RankedFact] = []
-    for sha in shas:
-        if sha not in visible:
-            continue
-        nb = by_sha.get(sha)
-        within = nb in notebooks
-        wanted = None if within else {cid for cid in rows if rows[cid]["nb_sha"] == sha}
-        cells = archive.manifest.cells(sha) if within else []
-        sources = {c.idx: c.source for c in cells}
-        glossary = symbol_glossary((c.cell_type, c.source) for c in cells)
-        for fact in facts_of[sha]:
-            cid = chunk_id(sha, fact.seq)
-            if wanted is not None and cid not in wanted:
-                continue
-            row = rows.get(cid)
-            notebook = row["notebook"] if row else (nb.notebook if nb else "")
-            year = row.get("year") if row else (nb.hits[0].year if nb and nb.hits else None)
-            cand = RankedFact(fact, notebook, sha, year, result.notebooks.index(nb) if nb is not None else None,
-                              sources.get(fact.cell, ""))
-            own, read = _symbols(fact)
-            cand.meaning, cand.inputs_meaning = meaning_of(own, glossary), meaning_of(read, glossary)
-            if cid in stored and query is not None:
-                cand.signals["similarity"] = float(np.dot(stored[cid][0], query))
-            else:
-                cand.signals["similarity"] = similarity.get(cid, 0.0)
-            cand.signals["cell_similarity"] = cell_similarity.get((sha, fact.cell), 0.0)
-            cand.signals["keyword_raw"] = keyword.get(cid, 0.0)
-            cands.append(cand)
-    return cands
-
-
-def _symbols(fact: Fact) -> tuple[list[str], list[str]]:
-    """The variable names behind a fact: its own (its label when that is a name, the variable its code line prints
-    when it reads one only) and the others its code line reads (an expression's inputs, none of them the value)."""
-    names = fact.names.split()
-    label = fact.label.strip().strip("'\"")
-    own = [label] if label.isidentifier() else []
-    if len(names) == 1:
-        return own + names, []
-    return own, names
 
 
 def _cell_signal(nb: NotebookResult | None, cell: int, spread: float) -> float:

@@ -57,7 +57,7 @@ class SearchResult:
     query: str
     notebooks: list[NotebookResult]
     # The value facts the fact search found across the archive (best first, completed by `complete_facts`): the
-    # answerer ranks these instead of searching again (`answer.values.gather`)
+    # answerer ranks these instead of searching again (`answer.candidates.gather`)
     fact_hits: list[StoreHit] = field(default_factory=list)
 
     def hits(self, k: int) -> list[Hit]:
