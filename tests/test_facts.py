@@ -13,8 +13,9 @@ from nbrecall.ingest.chunk import heading_paths, render_cells
 from nbrecall.notebook.analysis import analyse
 from nbrecall.notebook.facts import Fact, FactLimits, extract_facts
 from nbrecall.notebook.outputs import OutputLimits
-from nbrecall.notebook.printed import latex_text, leading_number, line_facts, series_entries
+from nbrecall.notebook.printed import latex_text, leading_number, line_facts
 from nbrecall.notebook.read import read_notebook
+from nbrecall.notebook.reprs import series_entries
 
 
 def facts_of(tmp_path: Path, cells: list, limits: FactLimits | None = None, stale: bool = False) -> list[Fact]:

@@ -29,18 +29,13 @@ from nbrecall.notebook.printed import (
     NOISE,
     NUMBER,
     OBJECT_REPR,
-    aligned_tables,
-    call_entries,
-    dict_entries,
-    grid_values,
     latex_row,
     latex_text,
     line_facts,
-    pipe_table,
-    series_entries,
     timing_reports,
     to_number,
 )
+from nbrecall.notebook.reprs import aligned_tables, call_entries, dict_entries, grid_values, pipe_table, series_entries
 from nbrecall.notebook.tables import TableSummary
 
 __all__ = ["Fact", "FactLimits", "cell_facts", "extract_facts"]

@@ -1,0 +1,231 @@
+"""Reading values out of structured printouts: dict, Series and constructor reprs, and tables printed as text
+(`print(df)`, a classification report, a regression summary, a pipe table).
+
+As in `printed.py`, by notation only: braces and `key: value`, a Series' aligned `index    value` lines and its
+`Name: …, dtype: …` footer, columns aligned under a line of names, pipes. A table's numbers are named by their row
+and column (`grid_values`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nbrecall.notebook.printed import NUMBER, to_number
+
+__all__ = ["AlignedTable", "aligned_tables", "call_entries", "dict_entries", "grid_values", "pipe_table",
+           "series_entries"]
+
+
+def _split_top(text: str, sep: str = ",") -> list[str]:
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def call_entries(text: str) -> list[tuple[str, str, str]]:
+    """(name, value, shown) of the keyword arguments with numbers of a constructor repr
+    `KNeighborsClassifier(n_neighbors=13, weights='uniform')`."""
+    m = re.fullmatch(r"[A-Za-z_][\w.]*\((.*)\)", text.strip(), re.S)
+    if not m:
+        return []
+    out = []
+    for part in _split_top(m.group(1)):
+        key, sep, value = part.partition("=")
+        if sep and re.fullmatch(r"[A-Za-z_]\w*", key.strip()) and NUMBER.search(value):
+            out.append((key.strip(), value.strip(), part))
+    return out
+
+
+def dict_entries(text: str) -> list[tuple[str, str, str]]:
+    """(key, value, shown) of a one-level dict repr `{'rows': 6, A: 4}` whose values hold numbers."""
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")) or ":" not in body:
+        return []
+    out = []
+    for part in _split_top(body[1:-1]):
+        key, sep, value = part.partition(":")
+        if sep and key.strip() and NUMBER.search(value) and len(key) <= 60:
+            out.append((key.strip(), value.strip(), part))
+    return out
+
+
+_SERIES_LINE = re.compile(r"^(\S(?:.*?\S)?)\s{2,}(\S+)$")
+_SERIES_FOOTER = re.compile(r"^(?:Freq: [^,]+, )?(?:Name: (?P<name>.*?), )?(?:Length: \d+, )?(?:dtype: \w+)$")
+
+
+def series_entries(lines: list[str]) -> tuple[list[tuple[str, str]], str] | None:
+    """A pandas Series repr (`Thursday    160131` lines, then `Name: x, dtype: int64`): its entries and name.
+
+    A Series with a MultiIndex (`groupby(['learner', 'sim_mode'])[col].median()`) prints its levels' names on a
+    line of their own and each outer level once, on the first row of its group; a row that starts further right
+    takes the outer levels of the row above it (`S-Learner 2`, not `2`)."""
+    if len(lines) < 2:
+        return None
+    footer = _SERIES_FOOTER.match(lines[-1].strip())
+    body = lines[:-1] if footer else lines
+    if footer and len(body) > 2 and (not _SERIES_LINE.match(body[0].strip()) or not NUMBER.search(body[0])):
+        body = body[1:]  # the index's name on a line of its own (`Date/Time`), or its levels' names
+    entries = []
+    above: list[tuple[int, str]] = []  # the levels of the row above, each with the column it starts at
+    for line in body:
+        m = _SERIES_LINE.match(line.strip())
+        if not m or to_number(m.group(2)) is None:
+            if line.strip() in ("...", "…") or not line.strip():
+                continue
+            return None
+        indent = len(line) - len(line.lstrip())
+        levels = [(indent + start, text) for start, _end, text in _fields(m.group(1))]
+        if above and levels and levels[0][0] > above[0][0]:
+            levels = [level for level in above if level[0] < levels[0][0]] + levels
+        above = levels
+        entries.append((" ".join(text for _, text in levels), m.group(2)))
+    if not entries or (not footer and len(entries) < 3):
+        return None
+    return entries, (footer.group("name") or "") if footer else ""
+
+
+def grid_values(header: list[str], rows: list[list[str]], depth: int) -> list[tuple[str, str, str]]:
+    """(label, value, shown) of a table's numeric cells: the row named by its index (or its text cells when
+    the index is a plain row number) and the column."""
+    out = []
+    for row in rows:
+        if all(c.strip() in ("...", "…", "") for c in row[depth:]):
+            continue
+        index = [c for c in row[:depth] if c.strip()]
+        texts = [c for c in row[depth:] if c.strip() and to_number(c) is None and len(c) <= 40]
+        if not index or all(to_number(c) is not None for c in index):
+            named = " ".join(texts[:2]) or " ".join(index)
+        else:
+            named = " ".join(index)
+        for j in range(depth, min(len(row), len(header))):
+            cell = row[j].strip()
+            if to_number(cell) is None or not header[j].strip():
+                continue
+            label = f"{named} · {header[j]}".strip(" ·")
+            out.append((label, cell, f"{label}: {cell}"))
+    return out
+
+
+# --- tables printed as aligned text ---------------------------------------------------------------------------
+
+# A field of an aligned line: text between runs of two or more spaces (`std err`, `macro avg` stay one field).
+_FIELD = re.compile(r"\S+(?: \S+)*")
+_RULE = re.compile(r"^[\s\-=+|:_~]+$")
+
+
+@dataclass
+class AlignedTable:
+    """A table printed as aligned text (`print(df)`, a classification report, a regression or fit summary)."""
+
+    first: int  # the header line's index in the lines read
+    last: int  # the last row's index
+    header: list[str]  # "" for the row names' column, then each column's name
+    rows: list[list[str]]  # each row's name ("" when it has none), then its cell under each column ("" if none)
+
+
+def _fields(line: str) -> list[tuple[int, int, str]]:
+    return [(m.start(), m.end(), m.group()) for m in _FIELD.finditer(line)]
+
+
+def _header_fields(line: str) -> list[tuple[int, int, str]] | None:
+    """A line that names columns: two fields or more, none of them a number, most of them holding a letter."""
+    fields = _fields(line)
+    if len(fields) < 2 or any(to_number(text) is not None for _, _, text in fields):
+        return None
+    if sum(1 for _, _, text in fields if re.search(r"[^\W\d_]", text)) * 2 < len(fields):
+        return None
+    if any(text.endswith((":", "=")) for _, _, text in fields):
+        return None  # `Dep. Variable:    y` pairs, not column names
+    return fields
+
+
+def _aligned_row(line: str, header: list[tuple[int, int, str]]) -> list[str] | None:
+    """The row's name and a cell per column, each field placed under the one column whose name it overlaps; None
+    when a field sits under no column or under several, or the row holds no number."""
+    cells = [""] * (len(header) + 1)
+    for n, (start, end, text) in enumerate(_fields(line)):
+        under = [k for k, (hs, he, _) in enumerate(header) if start < he and hs < end]
+        if not under and n == 0 and end <= header[0][0]:
+            cells[0] = text  # the row's name, left of every column
+        elif len(under) == 1 and not cells[under[0] + 1]:
+            cells[under[0] + 1] = "" if text in ("...", "…") else text  # pandas' elided columns
+        else:
+            return None
+    return cells if any(to_number(c) is not None for c in cells[1:]) else None
+
+
+def _index_name(line: str, header: list[tuple[int, int, str]]) -> bool:
+    """pandas' line for the index's name under the column names: one field, no number, left of every column."""
+    fields = _fields(line)
+    return len(fields) == 1 and fields[0][1] <= header[0][0] and to_number(fields[0][2]) is None
+
+
+def aligned_tables(lines: list[str]) -> list[AlignedTable]:
+    """Tables printed as aligned text: a line of column names, then rows whose fields sit under those names (at
+    least two). Columns are told apart by position, not by a separator: pandas, scikit-learn's
+    `classification_report` and statsmodels' summaries align each number under its column's name (right-aligned
+    or left), which is what makes `x1   0.4512   0.023   19.601` read as coef, std err and t."""
+    expanded = [line.expandtabs() for line in lines]
+    found: list[AlignedTable] = []
+    i = 0
+    while i < len(expanded):
+        header = _header_fields(expanded[i])
+        if header is None:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(expanded) and (_RULE.match(expanded[j]) or (j == i + 1 and _index_name(expanded[j], header))):
+            j += 1  # a rule under the names, and pandas' line for the index's name
+        rows: list[list[str]] = []
+        last = j - 1
+        while j < len(expanded):
+            row = _aligned_row(expanded[j], header)
+            if row is None:
+                break
+            rows.append(row)
+            last = j
+            j += 1
+        if len(rows) >= 2:
+            found.append(AlignedTable(i, last, ["", *(text for _, _, text in header)], rows))
+            i = last + 1
+        else:
+            i += 1
+    return found
+
+
+def pipe_table(lines: list[str]) -> tuple[list[str], list[list[str]]] | None:
+    """A table printed with `|` between its columns: (header, rows). The body rows share one width; the last
+    header line of that width names the columns, and a header line of another width spans them (`% error`
+    over `m11 | m22`) and is added to each name."""
+    rows = [[c.strip() for c in line.strip().split("|")] for line in lines]
+    rows = [r[1:] if r and not r[0] and len(r) > 1 and lines[i].lstrip().startswith("|") else r
+            for i, r in enumerate(rows)]
+    rows = [r[:-1] if len(r) > 1 and not r[-1] and lines[i].rstrip().endswith("|") else r
+            for i, r in enumerate(rows)]
+    body = [r for r in rows if any(to_number(c) is not None for c in r[1:]) and not set("".join(r)) <= set("-:+ ")]
+    if len(body) < 2:
+        return None
+    width = len(body[0])
+    if width < 2 or any(len(r) != width for r in body):
+        return None
+    headers = [r for r in rows if r not in body and not any(to_number(c) is not None for c in r[1:])
+               and not set("".join(r)) <= set("-:+= ")]
+    named = [r for r in headers if len(r) == width]
+    if not named:
+        return None
+    spanning = " ".join(c for r in headers if len(r) != width for c in r if c and not set(c) <= set("-:+= "))
+    header = [f"{name} ({spanning})" if spanning and name and j else name for j, name in enumerate(named[-1])]
+    return header, body
