@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -35,6 +34,7 @@ from nbrecall.notebook.printed import (
     timing_reports,
     to_number,
 )
+from nbrecall.notebook.printing import PrintCall, last_expression, match_print, print_calls, timed_statements
 from nbrecall.notebook.reprs import aligned_tables, call_entries, dict_entries, grid_values, pipe_table, series_entries
 from nbrecall.notebook.tables import TableSummary
 
@@ -97,92 +97,6 @@ class Fact:
         return named or self.names or self.shown
 
 
-# --- code that printed ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Print:
-    literals: list[str]
-    names: list[str]
-    code: str
-    label: str  # the first argument that is not a string (what a bare printed value is)
-
-
-def _parse(source: str, tree: ast.Module | None) -> ast.Module | None:
-    if tree is not None:
-        return tree
-    from nbrecall.notebook.analysis import mask_magics
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(mask_magics(source))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-def _literal_pieces(node: ast.AST) -> list[str]:
-    out: list[str] = []
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
-            out.extend(p.strip() for p in re.split(r"\{[^{}]*\}|%[-+ 0#]*\d*(?:\.\d+)?[a-zA-Z]", sub.value))
-    return [p for p in out if len(p) >= 2]
-
-
-def _names(node: ast.AST) -> list[str]:
-    seen: dict[str, None] = {}
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and sub.id not in ("print", "round", "str", "format", "float", "int", "len"):
-            seen.setdefault(sub.id, None)
-        elif isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load):
-            seen.setdefault(sub.attr, None)
-    return list(seen)
-
-
-def _prints(source: str, tree: ast.Module | None) -> list[_Print]:
-    """Every `print(...)` call of a cell, in source order, with its literal text and the names it prints."""
-    tree = _parse(source, tree)
-    if tree is None:
-        return []
-    lines = source.splitlines()
-    found: list[tuple[int, int, _Print]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
-            code = lines[node.lineno - 1].strip() if 0 < node.lineno <= len(lines) else ""
-            args = [a for a in node.args if not (isinstance(a, ast.Constant) and isinstance(a.value, str))]
-            label = ast.unparse(args[0]) if len(args) == 1 and not _literal_pieces(node) else ""
-            found.append((node.lineno, node.col_offset,
-                          _Print(_literal_pieces(node), _names(node), code[:200], label[:80])))
-    return [p for _, _, p in sorted(found, key=lambda item: (item[0], item[1]))]
-
-
-def _match_print(line: str, prints: list[_Print], index: int, n_lines: int) -> _Print | None:
-    """The print call that wrote `line`: the one whose literal text the line holds (a loop prints many lines
-    with one call), else by position when each call printed one line."""
-    best: tuple[int, _Print] | None = None
-    for p in prints:
-        if p.literals and all(piece in line for piece in p.literals):
-            score = sum(len(piece) for piece in p.literals)
-            if best is None or score > best[0]:
-                best = (score, p)
-    if best is not None:
-        return best[1]
-    if len(prints) == n_lines and 0 <= index < len(prints):
-        return prints[index]
-    bare = [p for p in prints if not p.literals]
-    return bare[0] if len(bare) == 1 else None
-
-
-def _last_expression(source: str, tree: ast.Module | None) -> tuple[str, list[str]]:
-    """The cell's closing expression (what a result displays) and the names it reads."""
-    tree = _parse(source, tree)
-    if tree is not None and tree.body and isinstance(tree.body[-1], ast.Expr):
-        node = tree.body[-1].value
-        return ast.unparse(node)[:160], _names(node)
-    lines = [ln.strip() for ln in source.strip().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return (lines[-1][:160] if lines else ""), []
-
-
 # --- a cell's facts ----------------------------------------------------------------------------------------------
 
 
@@ -234,7 +148,7 @@ def _result_text(output: Output, rendered: RenderedOutput) -> str:
     return rendered.text if rendered.kind in ("text", "html") else ""
 
 
-def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[_Print], expr: tuple[str, list[str]]) -> None:
+def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[PrintCall], expr: tuple[str, list[str]]) -> None:
     lines = [ln.rstrip() for ln in text.splitlines()]
     content = [ln for ln in lines if ln.strip() and not NOISE.match(ln)]
     if not content:
@@ -274,7 +188,7 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[_Print], e
     for i, line in enumerate(content):
         if i <= skip_to:
             continue
-        pr = _match_print(line, prints, i, len(content)) if origin == "line" else None
+        pr = match_print(line, prints, i, len(content)) if origin == "line" else None
         line_code = pr.code if pr else code
         names = pr.names if pr else expr_names
         if i in tables:  # a table printed as aligned text: each number named by its row and column
@@ -345,26 +259,6 @@ def _one_template(headers: set[str]) -> bool:
         return False
     words = [h.split() for h in headers]
     return len({w[0] for w in words}) == 1 or len({w[-1] for w in words}) == 1
-
-
-_TIMEIT_MAGIC = re.compile(r"^\s*(%%?)timeit\b((?:\s+-\w+(?:\s*\d+)?)*)\s*(.*)$")
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-
-
-def _timed_statements(source: str) -> list[tuple[str, list[str]]]:
-    """Each `%timeit` (or `%%timeit`) of a cell in order: its line, and the names of the statement it times (for
-    the cell magic, the body below it)."""
-    lines = source.splitlines()
-    out = []
-    for i, line in enumerate(lines):
-        m = _TIMEIT_MAGIC.match(line)
-        if m is None:
-            continue
-        statement = m.group(3) if m.group(1) == "%" else "\n".join(lines[i + 1 :])
-        tree = _parse(statement, None)
-        names = _names(tree) if tree is not None else list(dict.fromkeys(_IDENTIFIER.findall(statement)))
-        out.append((line.strip()[:160], names[:20]))
-    return out
 
 
 def _timing_facts(acc: _CellFacts, text: str, timed: list[tuple[str, list[str]]]) -> str:
@@ -458,9 +352,9 @@ def cell_facts(
     """The facts of one code cell: its outputs' values and the constants its source sets."""
     limits = limits or FactLimits()
     acc = _CellFacts(cell, heading, sentence, stale, limits)
-    prints = _prints(cell.source, tree) if "print" in cell.source else []
-    expr = _last_expression(cell.source, tree)
-    timed = _timed_statements(cell.source) if "timeit" in cell.source else []
+    prints = print_calls(cell.source, tree) if "print" in cell.source else []
+    expr = last_expression(cell.source, tree)
+    timed = timed_statements(cell.source) if "timeit" in cell.source else []
     for output, shown in zip(cell.outputs, rendered, strict=False):
         if output.output_type == "stream":
             if shown.name != "stderr" and shown.text.strip():
