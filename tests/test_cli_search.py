@@ -214,3 +214,13 @@ def test_status_lists_the_first_quarantined_files_and_all_with_a_flag(tmp_path: 
     assert all(f"broken_{i:02d}.ipynb" in full.stdout for i in range(13)) and "more:" not in full.stdout
     as_json = json.loads(run(["status", "--index", str(index), "--json"], model_cache).stdout)
     assert len(as_json["quarantined"]) == 13
+
+
+def test_a_missed_value_named_beside_the_first_says_so() -> None:
+    from nbrecall.cli import _where_the_value_ranks
+
+    shown = ["Profit · 5: 25282.6", "Profit · 4: 26825.8"]
+    assert _where_the_value_ranks("26825.8", shown, ["Profit · 4: 26825.8"]).endswith(
+        "found, ranked lower; the answer names it beside the first value")
+    assert _where_the_value_ranks("26825.8", shown, []).endswith("found, ranked lower")
+    assert _where_the_value_ranks("1.5", shown).startswith("no value candidate holds it (2 candidates)")

@@ -870,15 +870,18 @@ def eval_command(
                 )
 
 
-def _where_the_value_ranks(expected: str, shown: list[str]) -> str:
+def _where_the_value_ranks(expected: str, shown: list[str], beside: list[str] | None = None) -> str:
     """For a missed value: whether the reader found it (a ranking miss: a model trained on your own questions,
-    `bench/ranker_fit.py`, may fix it) or not (the value was not read from the outputs at all)."""
+    `bench/ranker_fit.py`, may fix it) or not (the value was not read from the outputs at all), and whether the
+    answer named it beside its first value (`Answer.beside`: the reader saw it there)."""
     from nbrecall.answer.evaluate import holds_value
 
     rank = next((i for i, text in enumerate(shown) if holds_value(expected, text)), None)
     if rank is None:
         return f"no value candidate holds it ({len(shown)} candidates): it was not read as a value, or shown otherwise"
-    return f"it is value candidate {rank + 1} of {len(shown)}: found, ranked lower"
+    named = any(holds_value(expected, text) for text in beside or [])
+    return f"it is value candidate {rank + 1} of {len(shown)}: found, ranked lower" + (
+        "; the answer names it beside the first value" if named else "")
 
 
 def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root: Path, show_misses: bool) -> None:
@@ -927,7 +930,8 @@ def _eval_answers(archive: Archive, settings: Settings, items: list[Query], root
                 if o.value_first is False:
                     out.print(f"   expected {escape(q.answer or '')!s}; answered: "
                               f"{escape(o.answer.text.splitlines()[0] if o.answer.text else '')}")
-                    out.print(f"   {_where_the_value_ranks(q.answer or '', candidates.get(q.query, []))}")
+                    beside = [v.shown for v in o.answer.beside]
+                    out.print(f"   {_where_the_value_ranks(q.answer or '', candidates.get(q.query, []), beside)}")
                 if not o.cell_first:
                     out.print(f"   cell: expected {q.notebook} › {q.cells}; cited {escape(got)}")
 
