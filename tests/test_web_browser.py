@@ -139,6 +139,36 @@ def test_answer_panel_streams_an_answer(served, page) -> None:  # type: ignore[n
     assert page.csp_messages == []
 
 
+def test_answer_panel_lists_the_values_beside_an_uncertain_one(served, page) -> None:  # type: ignore[no-untyped-def]
+    # the panel's rows for an uncertain answer: the best value, the values beside it in its cell, then the
+    # alternatives from other cells (the answer is served as the API streams it, so only the page is tested)
+    import json
+
+    from nbrecall.answer.types import Answer, AnswerEvent, Citation, FoundValue
+
+    base, shas, _settings = served
+    sha = shas[BALLAST_REL]
+
+    def found(value: str, label: str, cell: int) -> FoundValue:
+        return FoundValue(value, label, f"{label}: {value}", "", Citation(BALLAST_REL, cell, f"c{cell}", sha))
+
+    answer = Answer("q", "Profit · 5: 25282.6", [Citation(BALLAST_REL, 3, "c3", sha)], values=[
+        found("25282.6", "Profit · 5", 3), found("121719.2", "Optimal objective", 2)], confidence=0.31,
+        beside=[found("26825.8", "Profit · 4", 3)])
+    body = f"data: {json.dumps(AnswerEvent('done', answer=answer).as_dict())}\n\n"
+    page.route("**/api/ask?*", lambda route: route.fulfill(status=200, body=body,
+                                                           headers={"Content-Type": "text/event-stream"}))
+    page.goto(base + "/?q=profit+in+the+fourth+year")
+    page.click("#ask-button")
+    sync_api.expect(page.locator("#ask-button")).to_be_enabled(timeout=15_000)
+    rows = page.locator("#answer-values tbody tr")
+    sync_api.expect(rows).to_have_count(3)
+    kinds = [rows.nth(i).locator("td").first.inner_text() for i in range(3)]
+    assert kinds == ["best · est. 31% right", "beside it", "also found"], kinds
+    assert rows.nth(1).locator("td.value").inner_text() == "26825.8"
+    assert page.csp_messages == []
+
+
 def test_hostile_notebook_cannot_run_script(served, page) -> None:  # type: ignore[no-untyped-def]
     base, shas, _settings = served
     dialogs: list[str] = []
