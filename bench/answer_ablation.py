@@ -71,6 +71,13 @@ def prepare(archive: Archive, settings, items: list, cache: Path | None) -> list
     return prepared
 
 
+def set_spec(spec: str) -> tuple[str, Path, Path, Path | None]:
+    """A `--set NAME=INDEX:QUERIES[:CORPUS]` argument as (name, index, queries, corpus root or None)."""
+    name, rest = spec.split("=", 1)
+    index, queries, *corpus = rest.split(":", 2)
+    return name, Path(index), Path(queries), Path(corpus[0]) if corpus else None
+
+
 def open_archive(index: Path, retrieve: dict[str, str] | None = None) -> Archive:
     """The index at `index`, read with the default settings (and `retrieve`'s `[retrieve]` settings, each converted
     to its field's type), extractive: no LLM endpoint from the environment."""
@@ -138,13 +145,12 @@ def main() -> None:
     retrieve = dict(item.split("=", 1) for item in args.retrieve)
     rows: list[list[str]] = []
     for spec in args.set:
-        name, rest = spec.split("=", 1)
-        index, queries, *corpus = rest.split(":", 2)
+        name, index, queries, corpus = set_spec(spec)
         cache = args.cache / f"{name}.pickle" if args.cache else None
         if args.cache:
             args.cache.mkdir(parents=True, exist_ok=True)
-        rows.extend(run_set(name, Path(index), Path(queries), args.misses, set(args.only) if args.only else None,
-                            cache, Path(corpus[0]) if corpus else None, retrieve))
+        rows.extend(run_set(name, index, queries, args.misses, set(args.only) if args.only else None,
+                            cache, corpus, retrieve))
     header = ["set", "variant", "value@1", "value@3", "value cell@1", "where cell@1", "all cell@1", "context"]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
-from answer_ablation import prepare  # the searches and candidates, made once per query (and cached)
+from answer_ablation import prepare, set_spec  # the searches and candidates, made once per query (and cached)
 from nbrecall.answer.compose import extractive_answer
 from nbrecall.answer.evaluate import answer_metrics, holds_value, judge_answer
 from nbrecall.answer.question import read_question
@@ -73,16 +73,15 @@ class Example:
 
 
 def load_set(spec: str, cache_dir: Path | None) -> SetData:
-    name, rest = spec.split("=", 1)
-    index, queries, *corpus = rest.split(":", 2)
+    name, index, queries, corpus = set_spec(spec)
     env = {k: v for k, v in os.environ.items() if not k.startswith("NBRECALL_LLM")}
     settings = load_settings(None, env=env)
-    settings.index_dir = Path(index)
+    settings.index_dir = index
     settings.answer.base_url = None
     archive = Archive(settings)
-    items = load_queries(Path(queries))
-    if corpus:
-        resolve_copies(items, Path(corpus[0]))
+    items = load_queries(queries)
+    if corpus is not None:
+        resolve_copies(items, corpus)
     cache = None
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from answer_ablation import open_archive  # bench/, beside this script
+from answer_ablation import open_archive, set_spec  # bench/, beside this script
 from nbrecall.answer.answer import answer
 from nbrecall.answer.evaluate import holds_value, judge_answer
 from nbrecall.search.evaluate import load_queries, resolve_copies
@@ -49,9 +49,8 @@ def main() -> None:
     print("| set | value questions | first value right | answers with values beside | first wrong, right one beside |")
     print("|---|---:|---:|---:|---:|")
     for spec in args.set:
-        name, rest = spec.split("=", 1)
-        index, queries, *corpus = rest.split(":", 2)
-        n, first, named, helped = count(Path(index), Path(queries), Path(corpus[0]) if corpus else None)
+        name, index, queries, corpus = set_spec(spec)
+        n, first, named, helped = count(index, queries, corpus)
         print(f"| {name} | {n} | {first} | {named} | {helped} |", flush=True)
 
 
