@@ -129,7 +129,13 @@ def test_units_are_read_after_the_value_and_a_unit_holds_no_second_value() -> No
      ("speed: 3.2 m/s", "3.2", "m/s"),
      ("OIP of reservoir 3: 848.57 million STB", "848.57", "million STB"),
      ("reserves: 1.5 billion scf", "1.5", "billion scf"),
-     ("population 3.2 million", "3.2", "million")],
+     ("population 3.2 million", "3.2", "million"),
+     # a dot between unit symbols is a product; a file name's extension or an abbreviation is not part of a unit
+     ("mean of water viscosity is: 0.893 mPa.s", "0.893", "mPa.s"),
+     ("k = 0.04 W/m2.K", "0.04", "W/m2.K"),
+     ("EI = 7.5e+05 kN.m^2", "7.5e+05", "kN.m^2"),
+     ("saved 16 my_figure.png", "16", "my_figure"),
+     ("x = 3 s.t. y", "3", "s")],
 )
 def test_a_compound_unit_is_read_whole(line: str, value: str, unit: str) -> None:
     """Engineering units join words with hyphens and put a denominator in brackets: the answer shows all of it,

@@ -61,7 +61,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 21: a compound unit is read whole (`RB/(D-psi)`, `ft-lbf`), and a range printed `between 3 and 5` is one value
 # 22: a quantity of something that ends a clause is a value, shown with what it is of (`21.88 roods of wheat.`)
 # 23: a scale word takes the unit after it (`848.57 million STB`)
-CHUNKER_VERSION = 23
+# 24: a dot between unit symbols is a product (`mPa.s`, `kN.m`, `W/m2.K`)
+CHUNKER_VERSION = 24
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

@@ -114,6 +114,11 @@ class _Run:
 _SCALE_WORDS = frozenset(("thousand", "million", "billion", "trillion"))
 
 
+# A dot between unit symbols is a product (`mPa.s`, `kN.m`, `W/m2.K`, `kN.m^2`); a file name's extension
+# (`figure.png`) or an abbreviation (`s.t.`) is not: the symbols on both sides of the dot have at most three letters.
+_DOT_PRODUCT = re.compile(r"\.([^\W\d_][\w°²³]{0,2}(?:\^-?\d+)?)(?![\w.])")
+
+
 def _unit_after(line: str, end: int) -> tuple[str, int]:
     match = _UNIT.match(line, end)
     if not match:
@@ -121,15 +126,18 @@ def _unit_after(line: str, end: int) -> tuple[str, int]:
     unit = match.group(1).strip()
     if not unit or unit.lower() in _NOT_UNIT or len(unit) > 24:
         return "", end
+    unit_end = match.end()
+    while (dot := _DOT_PRODUCT.match(line, unit_end)) and len(re.split(r"[/*·^\s-]+", unit)[-1]) <= 3:
+        unit, unit_end = f"{unit}.{dot.group(1)}", dot.end()
     if unit.lower() in _SCALE_WORDS:  # `848.57 million STB`: the scale and the unit after it are one unit
         after = _UNIT.match(line, match.end())
         word = after.group(1).strip() if after else ""
         if after and word and word.lower() not in _NOT_UNIT and not word[0].isdigit() and len(unit) + len(word) < 24:
-            unit, match = f"{unit} {word}", after
-    rest = line[match.end():].lstrip()
+            unit, unit_end = f"{unit} {word}", after.end()
+    rest = line[unit_end:].lstrip()
     if rest[:1] in ("=", ":") or unit[0].isdigit():
         return "", end  # the next label ("… 5 Kv = 240"), not this value's unit
-    return unit, match.end()
+    return unit, unit_end
 
 
 # A date or a timestamp (`2012-12-31`, `2019-11-01 04:00:00`) names a row of a time series; its digits are no value.
