@@ -76,20 +76,23 @@ def train(items: list[Question], settings: dict | None = None):  # type: ignore[
                      num_boost_round=ROUNDS)
 
 
+def unseen_scores(items: list[Question], test: set[str], settings: dict | None = None) -> dict[int, np.ndarray]:
+    """Each question's candidate scores (by `id`) from a model trained on the other archives' sets, never on --test."""
+    scores: dict[int, np.ndarray] = {}
+    for archive in dict.fromkeys(q.archive for q in items):
+        model = train([q for q in items if q.archive != archive and q.set_name not in test], settings)
+        scores.update((id(q), model.predict(q.rows)) for q in items if q.archive == archive)
+    return scores
+
+
 def seed_spread(items: list[Question], test: set[str], seeds: int) -> None:
     """Pooled out-of-archive top-1 and top-3 under `seeds` models per archive that differ only in their random
     subsample (bagging 0.8): how much of a difference between two candidate pools is the model's own variance.
     In session 22, with the data unchanged, five seeds spread over 7 first values and 8 among the first three."""
     found = []
     for seed in range(1, seeds + 1):
-        settings = {**SETTINGS, "bagging_fraction": 0.8, "bagging_freq": 1, "seed": seed}
-        one = three = 0
-        for archive in dict.fromkeys(q.archive for q in items):
-            model = train([q for q in items if q.archive != archive and q.set_name not in test], settings)
-            got = hits([q for q in items if q.archive == archive],
-                       lambda q, m=model: np.argsort(-m.predict(q.rows), kind="stable"))
-            one, three = one + got[0], three + got[1]
-        found.append((one, three))
+        scores = unseen_scores(items, test, {**SETTINGS, "bagging_fraction": 0.8, "bagging_freq": 1, "seed": seed})
+        found.append(hits(items, lambda q, s=scores: np.argsort(-s[id(q)], kind="stable")))
     ones, threes = np.array([f[0] for f in found]), np.array([f[1] for f in found])
     print(f"over {seeds} seeds (bagging 0.8): top-1 {ones.mean():.1f} (min {ones.min()}, max {ones.max()}), "
           f"top-3 {threes.mean():.1f} (min {threes.min()}, max {threes.max()})")
@@ -166,23 +169,14 @@ def main() -> None:
         write(train([q for q in items if q.set_name not in test]), items, test, args.out)
         return
     print("Each archive ordered by a model trained on the other archives (top-1, top-3; the score's order → learned):")
-    learned: dict[str, tuple[int, int]] = {}
-    unseen: dict[int, np.ndarray] = {}  # each question's scores from the model that never saw its archive
-    for archive in dict.fromkeys(q.archive for q in items):
-        model = train([q for q in items if q.archive != archive and q.set_name not in test])
-        for q in items:
-            if q.archive == archive:
-                unseen[id(q)] = model.predict(q.rows)
-        for name in names:
-            chosen = [q for q in items if q.set_name == name and q.archive == archive]
-            if chosen:
-                learned[name] = hits(chosen, lambda q: np.argsort(-unseen[id(q)], kind="stable"))
+    unseen = unseen_scores(items, test)  # each question's scores from the model that never saw its archive
     total = [0, 0, 0, 0, 0]
     for name in names:
         chosen = [q for q in items if q.set_name == name]
         base = hits(chosen, by_hand)
-        print(f"{name:>8}: n {len(chosen)}, top-1 {base[0]} → {learned[name][0]}, top-3 {base[1]} → {learned[name][1]}")
-        for i, v in enumerate((len(chosen), *base, *learned[name])):
+        learned = hits(chosen, lambda q: np.argsort(-unseen[id(q)], kind="stable"))
+        print(f"{name:>8}: n {len(chosen)}, top-1 {base[0]} → {learned[0]}, top-3 {base[1]} → {learned[1]}")
+        for i, v in enumerate((len(chosen), *base, *learned)):
             total[i] += v
     print(f"{'all':>8}: n {total[0]}, top-1 {total[1]} → {total[3]}, top-3 {total[2]} → {total[4]}")
     if args.seeds:
