@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -42,12 +41,12 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
-from answer_ablation import prepare, set_spec  # the searches and candidates, made once per query (and cached)
+# the searches and candidates, made once per query (and cached)
+from answer_ablation import open_archive, prepare, set_spec
 from nbrecall.answer.compose import extractive_answer
 from nbrecall.answer.evaluate import answer_metrics, holds_value, judge_answer
 from nbrecall.answer.question import read_question
 from nbrecall.answer.values import TERMS, ValueWeights, score
-from nbrecall.config import load_settings
 from nbrecall.search.evaluate import load_queries, resolve_copies
 from nbrecall.service import Archive
 
@@ -74,11 +73,7 @@ class Example:
 
 def load_set(spec: str, cache_dir: Path | None) -> SetData:
     name, index, queries, corpus = set_spec(spec)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NBRECALL_LLM")}
-    settings = load_settings(None, env=env)
-    settings.index_dir = index
-    settings.answer.base_url = None
-    archive = Archive(settings)
+    archive = open_archive(index)
     items = load_queries(queries)
     if corpus is not None:
         resolve_copies(items, corpus)
@@ -86,7 +81,7 @@ def load_set(spec: str, cache_dir: Path | None) -> SetData:
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
         cache = cache_dir / f"{name}.pickle"
-    return SetData(name, archive, prepare(archive, settings, items, cache))
+    return SetData(name, archive, prepare(archive, archive.settings, items, cache))
 
 
 def examples(data: SetData, base: ValueWeights) -> list[Example]:

@@ -40,14 +40,16 @@ def by_corpus(path: Path) -> dict[str, list[Query]]:
         return {corpus: load_queries(Path(tmp) / f"{corpus}.jsonl") for corpus in split(path, Path(tmp))}
 
 
-def measure(archive: Archive, queries: list[Query], rows: list[str] | None = None) -> dict[str, int]:
+def measure(archive: Archive, queries: list[Query], rows: list[str] | None = None,
+            cache: Path | None = None) -> dict[str, int]:
     """Counts over `queries`: notebooks found, values given, first citations right, values in the LLM context.
     `rows`: one tab-separated line per question is appended (id, kind, notebook rank, value first, value in the
     first three, first cell right, value in the context, a right cell among the first three places), to compare two
-    runs question by question."""
+    runs question by question. `cache`: the searches `answer_ablation.prepare` pickled for these queries (their LLM
+    context was built with the order of the settings then, so `context` counts that order's)."""
     counts = dict.fromkeys(("n", "nb1", "nb3", "values", "v1", "v3", "vcell", "context", "where", "wcell", "wcell3"),
                            0)
-    for q, result, cands, context in prepare(archive, archive.settings, queries, None):
+    for q, result, cands, context in prepare(archive, archive.settings, queries, cache):
         ranked = answer_order(score(read_question(q.query), copy.deepcopy(cands), result), archive.settings.answer)
         outcome = judge_answer(q, extractive_answer(q.query, result, archive, ranked=ranked), context)
         rank = judge(q, [h.contract() for h in result.hits(30)]).notebook_rank  # as `nbrecall eval` ranks

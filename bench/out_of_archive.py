@@ -48,7 +48,7 @@ def main() -> None:
             name, index, queries_path, root = set_spec(spec)
             if judged and name not in judged:
                 continue
-            archive_key = spec.split("=", 1)[1].split(":", 1)[0]  # as `ranker_fit.questions` names an archive
+            archive_key = str(index)  # as `ranker_fit.questions` names an archive
             training = [q for q in items if q.archive != archive_key and q.set_name not in exclude]
             if archive_key not in models:
                 models[archive_key] = Path(tmp) / f"model{len(models)}.onnx"
@@ -58,7 +58,8 @@ def main() -> None:
             queries = load_queries(queries_path)
             if root is not None:
                 resolve_copies(queries, root)
-            c = measure(archive, queries)
+            # the searches `questions` made (and cached): only the order of their candidates changes here
+            c = measure(archive, queries, cache=args.cache / f"{name}.pickle" if args.cache else None)
             print(f"| {name} | {len(training)} | {c['v1']}/{c['values']} | {c['v3']}/{c['values']} | "
                   f"{c['vcell']}/{c['values']} | {c['wcell']}/{c['where']} | {c['nb1']}/{c['n']} |", flush=True)
 

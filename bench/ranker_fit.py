@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from answer_fit import load_set  # bench/, beside this script
+from answer_ablation import set_spec  # bench/, beside this script
+from answer_fit import load_set
 from confidence_fit import fit, model_of, table
 from nbrecall.answer.confidence import LEARNED_ALONE, lead
 from nbrecall.answer.evaluate import holds_value
@@ -54,7 +55,7 @@ class Question:
 
 def questions(spec: str, cache: Path | None) -> list[Question]:
     data = load_set(spec, cache)
-    archive = spec.split("=", 1)[1].split(":", 1)[0]
+    archive = str(set_spec(spec)[1])  # sets that share an index are one archive
     weights = ValueWeights()
     out = []
     for q, result, cands, _context in data.prepared:
