@@ -130,7 +130,7 @@ def _unit_after(line: str, end: int) -> tuple[str, int]:
     while (dot := _DOT_PRODUCT.match(line, unit_end)) and len(re.split(r"[/*·^\s-]+", unit)[-1]) <= 3:
         unit, unit_end = f"{unit}.{dot.group(1)}", dot.end()
     if unit.lower() in _SCALE_WORDS:  # `848.57 million STB`: the scale and the unit after it are one unit
-        after = _UNIT.match(line, match.end())
+        after = _UNIT.match(line, unit_end)
         word = after.group(1).strip() if after else ""
         if after and word and word.lower() not in _NOT_UNIT and not word[0].isdigit() and len(unit) + len(word) < 24:
             unit, unit_end = f"{unit} {word}", after.end()
