@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from answer_ablation import set_spec  # bench/, beside this script
 from nbrecall.answer.answer import answer
 from nbrecall.answer.evaluate import holds_value
 from nbrecall.config import load_settings
@@ -83,14 +84,14 @@ def run_set(name: str, index: Path, queries: Path, endpoint: FakeEndpoint, show_
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", action="append", required=True, metavar="NAME=INDEX:QUERIES")
+    parser.add_argument("--set", action="append", required=True, metavar="NAME=INDEX:QUERIES[:CORPUS]",
+                        help="a set to run (a corpus given as a third part is ignored: the context is judged by value)")
     parser.add_argument("--misses", action="store_true")
     args = parser.parse_args()
     endpoint = FakeEndpoint()
     rows = []
     for spec in args.set:
-        name, rest = spec.split("=", 1)
-        index, queries = rest.split(":", 1)
+        name, index, queries, _corpus = set_spec(spec)
         rows.append(run_set(name, Path(index), Path(queries), endpoint, args.misses))
     print("| set | value in the context | share | budget (tokens) | largest context | mean context |")
     print("|---|---:|---:|---:|---:|---:|")
