@@ -53,6 +53,17 @@ def test_features_describe_each_candidate_among_its_rivals() -> None:
     assert rows[:, col["zero"]].tolist() == [0.0, 0.0, 1.0] and rows[2, col["has_unit"]] == 1.0
 
 
+def test_features_count_the_other_candidates_showing_the_same_value() -> None:
+    """The same number shown in several cells or notebooks (`3803.0` printed, `3,803` in a table) is one value
+    with support; the best-scored of them leads its group, the others trail it by their score gap."""
+    ranked = [candidate("3803.0", score=3.0), candidate("1284.6", cell=2, score=2.8),
+              candidate("3,803", cell=3, nb="b", score=2.0, origin="table"), candidate("n/a", cell=4, score=1.0)]
+    rows = features(ranked)
+    col = {name: i for i, name in enumerate(FEATURES)}
+    assert rows[:, col["same_value"]].tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert rows[:, col["same_value_best"]].tolist() == [0.0, 0.0, 1.0, 0.0]
+
+
 def test_the_bundled_model_reads_exactly_these_features() -> None:
     """A feature added or removed without retraining (`bench/ranker_fit.py`) fails here, not in a user's answer."""
     session = rerank_module._session()

@@ -3,9 +3,10 @@
 The hand-set score (`values.score`) adds its signals linearly; refitting those weights never carried to a new
 archive (bench/README.md, sessions 6, 13, 14). What did carry is a ranker that combines the same signals with what
 the score leaves out (the value's origin and form, how many rivals its cell holds, where it stands among its
-notebook's candidates) non-linearly: gradient-boosted trees trained for ranking (LightGBM, lambdarank) on the
-labelled questions of other archives, each archive's gain measured with a model that never saw it
-(`bench/ranker_fit.py`, bench/README.md, session 19).
+notebook's candidates, how many other candidates show the same number: a value printed, tabled and reused in several
+cells or notebooks has support that one look-alike lacks) non-linearly: gradient-boosted trees trained for ranking
+(LightGBM, lambdarank) on the labelled questions of other archives, each archive's gain measured with a model that
+never saw it (`bench/ranker_fit.py`, bench/README.md, sessions 19 and 23).
 
 The model is a file the project builds (`ranker.onnx`, written by `bench/ranker_fit.py`) and runs with onnxruntime,
 which the embedder already needs: no training library at run time. It re-orders the first `TOP` candidates; the
@@ -41,7 +42,7 @@ ORIGINS = ("result", "line", "entry", "table", "latex", "input")
 # The model's inputs, in order: the score's own terms, then what the score does not weigh.
 FEATURES = (*TERMS, *(f"origin_{o}" for o in ORIGINS), "score", "gap", "position", "share", "notebook_rank",
             "rank_in_notebook", "cell_candidates", "final", "digits", "integer", "zero", "label_length", "magnitude",
-            "has_unit", "stale")
+            "has_unit", "stale", "same_value", "same_value_best")
 MODEL_FILE = "ranker.onnx"
 
 
@@ -60,12 +61,24 @@ def number_digits(value: str) -> int:
     return len(digits.strip("0"))
 
 
+def _value_key(value: str) -> str:
+    """What two candidates share when they show the same value: the leading number to four significant digits
+    (`3803.0` and `3,803` alike), else the value as printed."""
+    number = leading_number(value)
+    return f"{number:.4g}" if number is not None else " ".join(value.split())
+
+
 def features(ranked: list[RankedFact], weights: ValueWeights | None = None) -> np.ndarray:
     """One row of `FEATURES` per candidate of `ranked` (best-scored first, as `values.score` returns them)."""
     weights = weights or ValueWeights()
     ceiling = weights.ceiling() or 1.0
     best = ranked[0].score if ranked else 0.0
     per_cell = Counter((r.nb_sha, r.fact.cell) for r in ranked)
+    keys = [_value_key(r.fact.value) for r in ranked]
+    same = Counter(keys)
+    best_of: dict[str, float] = {}
+    for key, r in zip(keys, ranked, strict=True):
+        best_of.setdefault(key, r.score)  # ranked best-scored first: the first is the best
     seen_in_notebook: Counter[str] = Counter()
     rows = []
     for position, r in enumerate(ranked):
@@ -79,7 +92,8 @@ def features(ranked: list[RankedFact], weights: ValueWeights | None = None) -> n
                 float(min(number_digits(fact.value), 12)),
                 1.0 if number is not None and float(number).is_integer() else 0.0, 1.0 if number == 0 else 0.0,
                 float(len(fact.label)), math.log1p(abs(number)) if number is not None else -1.0,
-                1.0 if fact.unit else 0.0, 1.0 if fact.stale else 0.0]
+                1.0 if fact.unit else 0.0, 1.0 if fact.stale else 0.0,
+                float(same[keys[position]] - 1), best_of[keys[position]] - r.score]
         seen_in_notebook[r.nb_sha] += 1
         rows.append(row)
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(FEATURES))
