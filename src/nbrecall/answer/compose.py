@@ -127,6 +127,12 @@ def beside_values(ranked: list[RankedFact], most: int = BESIDE, depth: int = BES
     return out
 
 
+def beside_line(beside: list[FoundValue], lead: str) -> str:
+    """The line naming the values printed beside the first value in its cell (`beside_values`); `lead` says what
+    they are beside, as the answer's layout words it ("Beside it", "Beside the first")."""
+    return f"{lead} in the same cell: " + "; ".join(v.shown for v in beside)
+
+
 def _first_hit(result: SearchResult) -> Hit | None:
     """Retrieval's first chunk: the first hit of its first notebook (None when nothing was found)."""
     return result.notebooks[0].hits[0] if result.notebooks and result.notebooks[0].hits else None
@@ -176,7 +182,7 @@ def value_answer(question: Question, result: SearchResult, archive: Archive, fil
                        + (", the values beside it" if beside else "")
                        + (" and the values under Also found" if len(values) > 1 else ""))
     if beside:
-        lines.insert(1, "Beside it in the same cell: " + "; ".join(v.shown for v in beside))
+        lines.insert(1, beside_line(beside, "Beside it"))
     citations = list(dict.fromkeys(v.citation for v in values))
     return Answer(question.text, "\n".join(lines), citations, "extractive", "; ".join(notices) or None, values,
                   question.kind, places=[v.citation for v in values], confidence=confidence, beside=beside)
@@ -293,7 +299,7 @@ def with_values(place: Answer, value: Answer | None) -> Answer:
     lines = [place.text, "Printed values that may answer it:"]
     lines.extend(f"  {v.shown} — {v.citation.label()}{_meta(v)}" for v in value.values)
     if value.beside:
-        lines.append("  Beside the first in the same cell: " + "; ".join(v.shown for v in value.beside))
+        lines.append("  " + beside_line(value.beside, "Beside the first"))
     citations = list(dict.fromkeys([*place.citations, *value.citations]))
     return Answer(place.question, "\n".join(lines), citations, place.mode, place.notice, value.values, place.kind,
                   places=list(dict.fromkeys([*place.places[:1], *value.places])), confidence=value.confidence,
