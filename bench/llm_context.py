@@ -92,7 +92,7 @@ def main() -> None:
     rows = []
     for spec in args.set:
         name, index, queries, _corpus = set_spec(spec)
-        rows.append(run_set(name, Path(index), Path(queries), endpoint, args.misses))
+        rows.append(run_set(name, index, queries, endpoint, args.misses))
     print("| set | value in the context | share | budget (tokens) | largest context | mean context |")
     print("|---|---:|---:|---:|---:|---:|")
     for row in rows:
