@@ -26,7 +26,7 @@ from pathlib import Path
 from answer_ablation import open_archive, set_spec  # bench/, beside this script
 from heldout_run import measure
 from nbrecall.search.evaluate import load_queries, resolve_copies
-from ranker_fit import questions, train, write
+from ranker_fit import archive_of, questions, train, write
 
 
 def main() -> None:
@@ -48,7 +48,7 @@ def main() -> None:
             name, index, queries_path, root = set_spec(spec)
             if judged and name not in judged:
                 continue
-            archive_key = str(index)  # as `ranker_fit.questions` names an archive
+            archive_key = archive_of(spec)
             training = [q for q in items if q.archive != archive_key and q.set_name not in exclude]
             if archive_key not in models:
                 models[archive_key] = Path(tmp) / f"model{len(models)}.onnx"

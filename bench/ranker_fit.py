@@ -53,9 +53,14 @@ class Question:
     values: list[str]  # each candidate's value as printed (two candidates may hold one value)
 
 
+def archive_of(spec: str) -> str:
+    """The archive a `--set` spec belongs to: sets that share an index are one archive."""
+    return str(set_spec(spec)[1])
+
+
 def questions(spec: str, cache: Path | None) -> list[Question]:
     data = load_set(spec, cache)
-    archive = str(set_spec(spec)[1])  # sets that share an index are one archive
+    archive = archive_of(spec)
     weights = ValueWeights()
     out = []
     for q, result, cands, _context in data.prepared:
