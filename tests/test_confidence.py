@@ -6,7 +6,7 @@ from typing import Any, cast
 
 import pytest
 
-from nbrecall.answer.candidates import RankedFact
+from nbrecall.answer.candidates import RankedFact, same_value
 from nbrecall.answer.compose import value_answer
 from nbrecall.answer.confidence import (
     LEARNED,
@@ -180,3 +180,12 @@ def test_in_the_learned_order_the_margin_is_the_model_s_lead_and_its_coefficient
     assert value_confidence(ranked, weights) == pytest.approx(LEARNED.probability(share, 1.0))
     alone = [first, same]  # nothing contradicts the first value
     assert evidence(alone, weights)[1] == LEARNED_ALONE
+
+
+def test_one_definition_says_when_two_printed_values_are_one() -> None:
+    """Alternatives and the margin tell values apart to six digits; the learned order's support groups a number with
+    its rounded copies at four; text compares with its spacing collapsed."""
+    assert same_value("3803.0") == same_value("3,803") == same_value(" 3803 ")
+    assert same_value("0.950012") != same_value("0.950034")
+    assert same_value("0.950012", digits=4) == same_value("0.950034", digits=4)
+    assert same_value("Total  ballast\n") == same_value("Total ballast")

@@ -17,11 +17,21 @@ import numpy as np
 from nbrecall.answer.glossary import meaning_of, symbol_glossary
 from nbrecall.answer.question import Question
 from nbrecall.notebook.facts import Fact
+from nbrecall.notebook.printed import leading_number
 from nbrecall.records import SearchFilters, chunk_id
 from nbrecall.search.retrieve import SearchResult
 
 if TYPE_CHECKING:
     from nbrecall.service import Archive
+
+
+def same_value(value: str, digits: int = 6) -> str:
+    """What makes two printed values one: their leading number to `digits` significant digits (`0.95` and `0.950`,
+    `3803.0` and `3,803`), else the text with its spacing collapsed. An answer's alternatives and the confidence's
+    margin use six digits (values that differ in the fifth digit are two answers); the learned order counts support
+    with four (`rerank`: the same number printed rounded in another cell or table)."""
+    number = leading_number(value)
+    return f"{number:.{digits}g}" if number is not None else " ".join(value.split())
 
 
 @dataclass

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nbrecall.answer.candidates import RankedFact
-from nbrecall.answer.confidence import UNCERTAIN_BELOW, level, same_value, value_confidence
+from nbrecall.answer.candidates import RankedFact, same_value
+from nbrecall.answer.confidence import UNCERTAIN_BELOW, level, value_confidence
 from nbrecall.answer.places import where_answer
 from nbrecall.answer.question import Question, read_question
 from nbrecall.answer.rerank import ordered_values

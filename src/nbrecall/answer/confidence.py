@@ -17,9 +17,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nbrecall.answer.candidates import RankedFact
+from nbrecall.answer.candidates import RankedFact, same_value
 from nbrecall.answer.values import ValueWeights
-from nbrecall.notebook.printed import leading_number
 
 
 @dataclass(frozen=True)
@@ -54,13 +53,6 @@ def level(probability: float) -> str:
 # session 19). A first value that no candidate contradicts leads by `LEARNED_ALONE`.
 LEARNED = ConfidenceModel(intercept=-2.41, share_weight=2.55, margin_weight=0.84)
 LEARNED_ALONE = 3.0
-
-
-def same_value(value: str) -> str:
-    """What makes two printed values one answer: their leading number to six significant digits (`0.95` and
-    `0.950`), else the text itself."""
-    number = leading_number(value)
-    return f"{number:.6g}" if number is not None else value.strip()
 
 
 def lead(scores: Sequence[float], values: Sequence[str], alone: float) -> float:

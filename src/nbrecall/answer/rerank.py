@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nbrecall.answer.candidates import RankedFact
+from nbrecall.answer.candidates import RankedFact, same_value
 from nbrecall.answer.question import Question
 from nbrecall.answer.values import TERMS, ValueWeights, rank_values
 from nbrecall.config import AnswerSettings
@@ -61,20 +61,13 @@ def number_digits(value: str) -> int:
     return len(digits.strip("0"))
 
 
-def _value_key(value: str) -> str:
-    """What two candidates share when they show the same value: the leading number to four significant digits
-    (`3803.0` and `3,803` alike), else the value as printed."""
-    number = leading_number(value)
-    return f"{number:.4g}" if number is not None else " ".join(value.split())
-
-
 def features(ranked: list[RankedFact], weights: ValueWeights | None = None) -> np.ndarray:
     """One row of `FEATURES` per candidate of `ranked` (best-scored first, as `values.score` returns them)."""
     weights = weights or ValueWeights()
     ceiling = weights.ceiling() or 1.0
     best = ranked[0].score if ranked else 0.0
     per_cell = Counter((r.nb_sha, r.fact.cell) for r in ranked)
-    keys = [_value_key(r.fact.value) for r in ranked]
+    keys = [same_value(r.fact.value, digits=4) for r in ranked]
     same = Counter(keys)
     best_of: dict[str, float] = {}
     for key, r in zip(keys, ranked, strict=True):
