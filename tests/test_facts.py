@@ -135,7 +135,22 @@ def test_units_are_read_after_the_value_and_a_unit_holds_no_second_value() -> No
      ("k = 0.04 W/m2.K", "0.04", "W/m2.K"),
      ("EI = 7.5e+05 kN.m^2", "7.5e+05", "kN.m^2"),
      ("saved 16 my_figure.png", "16", "my_figure"),
-     ("x = 3 s.t. y", "3", "s")],
+     ("x = 3 s.t. y", "3", "s"),
+     # a product of symbols glued to the number, with a dot, a middle dot or none
+     ("T= 312.56N.m", "312.56", "N.m"),
+     ("moment: 2.1kN·m", "2.1", "kN·m"),
+     ("Torque at the gear, T4=3819.72Nm", "3819.72", "Nm"),
+     # a negative power written with a hyphen; a range is not one
+     ("intrinsic carrier concentration at 300 K 9.696e+09 cm-3", "9.696e+09", "cm-3"),
+     ("decay rate: 0.12 s-1", "0.12", "s-1"),
+     ("span: 5 m-10 m", "5", "m"),
+     # a units library's name for a unit, lower-case words joined by underscores, may be long
+     ("Final air pressure: 250.01 pound_force_per_square_inch", "250.01", "pound_force_per_square_inch"),
+     # a capital letter alone after a number is a unit symbol (amperes), not the article
+     ("The peak inrush current is 0.808 A.", "0.808", "A"),
+     ("n = 4 a day", "4", ""),
+     ("1    A", "1", ""),
+     ("1 A", "1", "")],
 )
 def test_a_compound_unit_is_read_whole(line: str, value: str, unit: str) -> None:
     """Engineering units join words with hyphens and put a denominator in brackets: the answer shows all of it,
@@ -390,3 +405,27 @@ def test_over_the_notebook_bound_a_later_result_outlasts_training_logs_and_value
 def test_facts_of_stale_outputs_say_so(tmp_path: Path) -> None:
     facts = facts_of(tmp_path, [code("x", 1, [result("3.5", 1)])], stale=True)
     assert facts and all(f.stale for f in facts)
+
+
+def test_a_long_name_in_capitals_after_a_number_is_no_unit() -> None:
+    """A dataset's id after a Series index (`11    IOOS_Raw_One_Min_Water_Level`) is not a units library's name."""
+    assert all(unit != "IOOS_Raw_One_Min_Water_Level"
+               for _l, _v, unit, _s in line_facts("id: 11 IOOS_Raw_One_Min_Water_Level"))
+
+
+def test_a_units_library_quantity_is_its_magnitude_with_its_unit(tmp_path: Path) -> None:
+    """pint, astropy and unyt show a quantity as a repr; the value is its magnitude and the unit its name."""
+    found = facts_of(tmp_path, [
+        code("C_r.ito(kN)\nu_round(C_r, 1)", 1, [result("134.7 <Unit('kilonewton')>", 1)]),
+        code("Q", 2, [result("<Quantity(24410.948, 'gallon / minute')>", 2)]),
+        code("print(f'ratio {lam}')", 3, [stream("ratio 1.394 <Unit('dimensionless')>\n")]),
+        code("F", 4, [result("<Quantity 12.5 kN>", 4)]),
+        code("v", 5, [result("unyt_quantity(3.2, 'm/s')", 5)]),
+    ])
+    got = [(f.cell, f.label, f.value, f.unit, f.number) for f in found]
+    assert (0, "u_round(C_r, 1)", "134.7", "kilonewton", 134.7) in got
+    assert (1, "Q", "24410.948", "gallon / minute", 24410.948) in got
+    assert (2, "ratio", "1.394", "", 1.394) in got
+    assert (3, "F", "12.5", "kN", 12.5) in got
+    assert (4, "v", "3.2", "m/s", 3.2) in got
+    assert not any("Quantity" in f.shown or "<Unit" in f.shown for f in found)

@@ -51,7 +51,7 @@ def level(probability: float) -> str:
 # In the learned order (`rerank`) the margin is read on the model's scores: coefficients fitted by
 # `bench/ranker_fit.py` on each archive's questions ordered by a model that never saw that archive (bench/README.md,
 # session 19). A first value that no candidate contradicts leads by `LEARNED_ALONE`.
-LEARNED = ConfidenceModel(intercept=-2.41, share_weight=2.55, margin_weight=0.84)
+LEARNED = ConfidenceModel(intercept=-2.35, share_weight=2.80, margin_weight=0.71)
 LEARNED_ALONE = 3.0
 
 

@@ -62,7 +62,10 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 22: a quantity of something that ends a clause is a value, shown with what it is of (`21.88 roods of wheat.`)
 # 23: a scale word takes the unit after it (`848.57 million STB`)
 # 24: a dot between unit symbols is a product (`mPa.s`, `kN.m`, `W/m2.K`)
-CHUNKER_VERSION = 24
+# 25: a units library's repr (`<Quantity(134.7, 'kilonewton')>`) is a value with its unit; a glued unit may be a
+#     product (`312.56N.m`, `3819.72Nm`); a negative power may be written with a hyphen (`9.7e+09 cm-3`); a capital
+#     letter alone after a stated number is a unit symbol (`is 0.808 A.`), not the article
+CHUNKER_VERSION = 25
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

@@ -35,7 +35,15 @@ from nbrecall.notebook.printed import (
     to_number,
 )
 from nbrecall.notebook.printing import PrintCall, last_expression, match_print, print_calls, timed_statements
-from nbrecall.notebook.reprs import aligned_tables, call_entries, dict_entries, grid_values, pipe_table, series_entries
+from nbrecall.notebook.reprs import (
+    aligned_tables,
+    call_entries,
+    dict_entries,
+    grid_values,
+    pipe_table,
+    series_entries,
+    unit_reprs,
+)
 from nbrecall.notebook.tables import TableSummary
 
 __all__ = ["Fact", "FactLimits", "cell_facts", "extract_facts"]
@@ -149,7 +157,7 @@ def _result_text(output: Output, rendered: RenderedOutput) -> str:
 
 
 def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[PrintCall], expr: tuple[str, list[str]]) -> None:
-    lines = [ln.rstrip() for ln in text.splitlines()]
+    lines = [ln.rstrip() for ln in unit_reprs(text).splitlines()]
     content = [ln for ln in lines if ln.strip() and not NOISE.match(ln)]
     if not content:
         return
@@ -157,7 +165,14 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[PrintCall]
     if origin == "result":
         whole = "\n".join(content).strip()
         if len(content) == 1 and NUMBER.search(whole) and len(whole) <= acc.limits.value_chars:
-            acc.add(code, whole, f"{code} = {whole}" if code else whole, "result", code=code, names=expr_names)
+            shown = f"{code} = {whole}" if code else whole
+            quantity = line_facts(whole)
+            if len(quantity) == 1 and not quantity[0][0] and quantity[0][2] and quantity[0][3] == whole:
+                # a bare quantity (`134.7 kilonewton`, a units library's result): its number is the value, the
+                # rest its unit
+                acc.add(code, quantity[0][1], shown, "result", unit=quantity[0][2], code=code, names=expr_names)
+                return
+            acc.add(code, whole, shown, "result", code=code, names=expr_names)
             for key, value, shown in dict_entries(whole):
                 acc.add(key, value, shown, "entry", code=code, names=expr_names)
             if not dict_entries(whole) and not whole.startswith(("[", "(", "array(")):

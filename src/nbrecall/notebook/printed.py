@@ -38,10 +38,12 @@ NUMBER = re.compile(
 # unit written without one. NUMBER refuses a number followed by letters (`3D`, `2nd`, `v2`); these symbols are
 # units, read only where the line says a value follows (`latency: 20ms`, `x=1.036m`), not in a repr's sizes
 # (`float64 216B`) or a progress bar (`25s 3ms/step`). A four-digit number before `s` is a decade (`the 1990s`).
-_GLUED_UNIT = (r"(?:[kMGTmµμunpc]?(?:m|g|s|Hz|W|Wh|V|A|J|N|Pa|eV|Ω|L|l|t)|min|h|rpm|K|mol|bar|mbar|°[CF]|ft|in|lb|"
-               r"psi|mph|kph|kts|kWh|MWh|GWh)")
+_GLUED_UNIT = (r"(?:[kMGTmµμunpc]?(?:m|g|s|Hz|W|Wh|V|A|J|N|Nm|Pa|eV|Ω|L|l|t)|min|h|rpm|K|mol|bar|mbar|°[CF]|ft|in|"
+               r"lb|psi|mph|kph|kts|kWh|MWh|GWh)")
+# … or two such symbols joined by a dot or a middle dot, a product (`312.56N.m`, `2.1kN·m`)
 _GLUED = re.compile(
-    rf"(?<![\w.])(?<![A-Za-z]-)[-+−]?{_REAL}(?={_GLUED_UNIT}(?![\w.]))(?<!(?<![\d.])\d{{4}}(?=s\b))"
+    rf"(?<![\w.])(?<![A-Za-z]-)[-+−]?{_REAL}(?={_GLUED_UNIT}(?:[.·]{_GLUED_UNIT})?(?![\w.]))"
+    r"(?<!(?<![\d.])\d{4}(?=s\b))"
 )
 # The marks of a ± spread and of a range (`0.200 +/- 0.018`, `3 to 5`): shared by what joins the numbers of one
 # printed value (`_JOIN`) and what reads such a value as one statistic (`_TWO_NUMBERS`).
@@ -117,18 +119,40 @@ _SCALE_WORDS = frozenset(("thousand", "million", "billion", "trillion"))
 # A dot between unit symbols is a product (`mPa.s`, `kN.m`, `W/m2.K`, `kN.m^2`); a file name's extension
 # (`figure.png`) or an abbreviation (`s.t.`) is not: the symbols on both sides of the dot have at most three letters.
 _DOT_PRODUCT = re.compile(r"\.([^\W\d_][\w°²³]{0,2}(?:\^-?\d+)?)(?![\w.])")
+# A unit's name as a units library writes it, lower-case words joined by underscores (pint's
+# `pound_force_per_square_inch`): longer than a symbol may be. A name in capitals (`IOOS_Raw_Water_Level`) is no unit.
+_UNIT_NAME = re.compile(r"[a-z]+(?:_[a-z]+)+")
+# A negative power written with a hyphen after a unit symbol of at most three letters (`9.7e+09 cm-3`, `0.12 s-1`):
+# one digit, not the start of a range (`5 m-10 m`) or of a decimal.
+_HYPHEN_POWER = re.compile(r"-\d(?![\d.,])")
 
 
-def _unit_after(line: str, end: int) -> tuple[str, int]:
+def _sentence_word(word: str, spaced: str, stated: bool) -> bool:
+    """A word after a number that continues a sentence (`_NOT_UNIT`) rather than naming its unit. A capital letter
+    alone is the one unit symbol the list holds in lower case (`is 0.808 A.` is amperes): it is read as the unit when
+    the number is stated (after `=`, `:`, `is`, …) and one space at most sets it apart; an index and a letter in a
+    column (`1    A`) or a counter and a letter (`1 A`) are not a quantity."""
+    if word.lower() not in _NOT_UNIT:
+        return False
+    return not (len(word) == 1 and word.isupper() and stated and spaced in ("", " "))
+
+
+def _unit_after(line: str, end: int, stated: bool = False) -> tuple[str, int]:
+    """The unit written after the number that ends at `end`, and where it ends; `stated`: the number follows a
+    connector (`=`, `:`, `is`, …), so it is a value being given."""
     match = _UNIT.match(line, end)
     if not match:
         return "", end
     unit = match.group(1).strip()
-    if not unit or unit.lower() in _NOT_UNIT or len(unit) > 24:
+    if not unit or _sentence_word(unit, line[end : match.start(1)], stated) \
+            or len(unit) > (40 if _UNIT_NAME.fullmatch(unit) else 24):
         return "", end
     unit_end = match.end()
     while (dot := _DOT_PRODUCT.match(line, unit_end)) and len(re.split(r"[/*·^\s-]+", unit)[-1]) <= 3:
         unit, unit_end = f"{unit}.{dot.group(1)}", dot.end()
+    power = _HYPHEN_POWER.match(line, unit_end)
+    if power and len(re.split(r"[/*·^.\s-]+", unit)[-1]) <= 3:  # `cm-3`, `s-1`: a power written with a hyphen
+        unit, unit_end = unit + power.group(0), power.end()
     if unit.lower() in _SCALE_WORDS:  # `848.57 million STB`: the scale and the unit after it are one unit
         after = _UNIT.match(line, unit_end)
         word = after.group(1).strip() if after else ""
@@ -163,10 +187,11 @@ def value_runs(line: str) -> list[_Run]:
         between = _AND.fullmatch(gap) is not None and _BETWEEN.search(line, 0, runs[-1].start) is not None
         if runs and (_JOIN.fullmatch(gap or " ") or spread or between) and runs[-1].unit_end == runs[-1].end:
             runs[-1].end = m.end()  # `0.182, 0.218`, `0.200 +/- 0.018`, `between 3 and 5`
-            runs[-1].unit, runs[-1].unit_end = _unit_after(line, m.end())
+            stated = _CONNECTOR_END.search(line, 0, runs[-1].start) is not None
+            runs[-1].unit, runs[-1].unit_end = _unit_after(line, m.end(), stated)
             continue
         run = _Run(m.start(), m.end(), m.end(), "")
-        run.unit, run.unit_end = _unit_after(line, run.end)
+        run.unit, run.unit_end = _unit_after(line, run.end, _CONNECTOR_END.search(line, 0, m.start()) is not None)
         runs.append(run)
     # brackets that hold nothing but the value belong to it: `(0.0, 64.0)`, `[0.95]`
     for run in runs:

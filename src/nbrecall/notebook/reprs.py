@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from nbrecall.notebook.printed import NUMBER, to_number
 
 __all__ = ["AlignedTable", "aligned_tables", "call_entries", "dict_entries", "grid_values", "pipe_table",
-           "series_entries"]
+           "series_entries", "unit_reprs"]
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
@@ -33,6 +33,34 @@ def _split_top(text: str, sep: str = ",") -> list[str]:
             current.append(ch)
     parts.append("".join(current))
     return [p.strip() for p in parts if p.strip()]
+
+
+# The reprs of the units libraries engineering notebooks use, each a magnitude and a unit: pint's
+# `<Quantity(134.7, 'kilonewton')>` and `134.7 <Unit('kilonewton')>` (a rounded quantity), astropy's
+# `<Quantity 134.7 kN>`, unyt's `unyt_quantity(134.7, 'kN')`. Read as they print with a format (`134.7 kilonewton`),
+# the value is the magnitude and the unit is the unit's name, which `printed.line_facts` reads.
+_UNIT_REPRS = (
+    re.compile(r"<Quantity\(\s*(?P<value>[^,<>()'\n]+?),\s*'(?P<unit>[^'\n]*)'\s*\)>"),
+    re.compile(r"(?P<value>(?<![\w.])[-+]?[\d.]+(?:[eE][-+]?\d+)?) ?<Unit\('(?P<unit>[^'\n]*)'\)>"),
+    re.compile(r"<Quantity (?P<value>[-+]?[\d.]+(?:[eE][-+]?\d+)?)(?: (?P<unit>[^<>\n]+?))?>"),
+    re.compile(r"unyt_quantity\(\s*(?P<value>[^,()'\n]+?),\s*'(?P<unit>[^'\n]*)'\s*\)"),
+)
+
+
+def _magnitude_and_unit(match: re.Match[str]) -> str:
+    unit = (match.group("unit") or "").strip()
+    value = match.group("value").strip()
+    return value if unit in ("", "dimensionless") else f"{value} {unit}"
+
+
+def unit_reprs(text: str) -> str:
+    """`text` with each units-library repr written as its magnitude and unit (`134.7 kilonewton`), the way the
+    quantity prints with a format; 'dimensionless' is no unit. Text without such a repr is returned unchanged."""
+    if "Quantity" not in text and "<Unit(" not in text and "unyt_quantity" not in text:
+        return text
+    for pattern in _UNIT_REPRS:
+        text = pattern.sub(_magnitude_and_unit, text)
+    return text
 
 
 def call_entries(text: str) -> list[tuple[str, str, str]]:
