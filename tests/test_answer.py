@@ -132,6 +132,14 @@ def cell_text(archive: Archive, notebook: str, idx: int) -> str:
         ("what does GM mean", "term"),
         ("define free surface effect", "term"),
         ("KeyError pile_diameter", "general"),
+        # a wh-word, the thing or degree asked about, then the verb
+        ("What thrust did the optimizer settle on for level flight?", "value"),
+        ("what test MSE does the pruned tree reach", "value"),
+        ("how big is the threshold energy of the reaction", "value"),
+        ("Exam scores online and in person: what p-value did the z-test give?", "value"),
+        ("In a 5 gram sample of boron, how many atoms are boron-10?", "value"),
+        ("which table has the beam percentile columns", "general"),
+        ("how is the peak discharge at the urban gauge found?", "general"),
     ],
 )
 def test_classify(question: str, kind: str) -> None:

@@ -26,11 +26,19 @@ _TERM = re.compile(
     r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+)?\w+\s*\??\s*$",
     re.I,
 )
+# The auxiliary verbs a question's verb phrase opens with (`_VALUE`).
+_AUX = r"(?:did|does|do|was|were|is|are|has|have|had)"
 _VALUE = re.compile(
-    r"^\s*(?:how\s+(?:many|much)|what\s+(?:value|number|amount)s?\b|what\s+(?:was|were|is|are)\s+the\b|"
+    r"(?:^|[:;,])\s*(?:how\s+(?:many|much)|what\s+(?:value|number|amount)s?\b|what\s+(?:was|were|is|are)\s+the\b|"
     r"what's\s+the\b|which\s+value\b|wie\s+(?:viel|viele|groß|hoch)\b)|"
     r"\b(?:did|do|does)\s+(?:we|they|you|i|it)\s+(?:use|get|find|obtain|measure|assume|take|reach|choose|pick|set|"
-    r"estimate|give)\b",
+    r"estimate|give)\b|"
+    # "what MAPE did the ARIMA model get", "how big is the threshold": a wh-word, the noun or the degree asked about,
+    # then the verb ("which table has …" asks for a thing to find, not a value; "what does … mean" is read first).
+    # Each form opens the question or a clause after what it is about ("Exam scores: what p-value did the z-test
+    # give?", "For the widget sales series, what MAE did …", "In a 5 g sample, how many atoms …")
+    rf"(?:^|[:;,])\s*what\s+(?!{_AUX}\b)[\w'-]+(?:\s+[\w'(),.-]+){{0,5}}?\s+{_AUX}\b|"
+    rf"(?:^|[:;,])\s*how\s+(?!(?:many|much|to|come|{_AUX})\b)[\w-]+\s+(?:is|are|was|were)\b",
     re.I,
 )
 _COUNT = re.compile(r"\bhow\s+many\b|\bnumber\s+of\b|\bwie\s+viele\b", re.I)
