@@ -681,3 +681,17 @@ def test_only_the_best_cells_take_the_value_share_and_the_others_only_fill_what_
         [c for c in shared.cells if c.cell_type != "value"])  # twenty cells' values in the share cost cells
     # room the cells leave is filled from further down the ranking
     assert len(listed(build_context(_fake_result(few), 600, values=values, share_cells=2).text)) > 2
+
+
+def test_an_error_pasted_as_the_question_gets_the_cell_that_raised_it(archive: Archive) -> None:
+    # keywords whose best value leads on its own confidence; once retrieval's first hit is an error output, the
+    # question is the error as printed: the cell comes first, the values under it
+    from nbrecall.answer.compose import extractive_answer
+
+    question = "total ballast volume"
+    result = archive.search(question)
+    plain = extractive_answer(question, result, archive)
+    assert plain.values and plain.text.startswith(plain.values[0].shown)  # the value leads
+    pasted = extractive_answer(question, first_hit_as(result, "error"), archive)
+    assert pasted.text.startswith("In ") and pasted.citations[0] == pasted.places[0]
+    assert "Printed values that may answer it" in pasted.text and pasted.values

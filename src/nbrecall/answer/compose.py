@@ -254,6 +254,8 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
                             "printed value is close in meaning: no value is given; the closest cell is shown")
     value = value_answer(q, result, archive, filters, weights, ranked)
     w = weights or ValueWeights()
+    if q.kind == "general" and _matched_an_error(result):
+        return with_values(place_answer(q, result, archive), value)
     if value is not None and (_keywords_for_a_value(q, value) or _matched_a_printed_value(result)):
         return value
     if value is not None and top is not None and top.score < w.min_share * w.ceiling():
@@ -286,6 +288,14 @@ def _matched_a_printed_value(result: SearchResult) -> bool:
     when the first hit was a scalar (bench/README.md, session 20)."""
     hit = _first_hit(result)
     return hit is not None and hit.kind == "scalar"
+
+
+def _matched_an_error(result: SearchResult) -> bool:
+    """Retrieval's best match is an error output (a chunk of kind `error`): the question is the error as printed
+    (a traceback's last line pasted in), and the cell that raised it answers, whatever value scores well for its
+    words; the values are still listed under it (bench/README.md, session 24)."""
+    hit = _first_hit(result)
+    return hit is not None and hit.kind == "error"
 
 
 def with_values(place: Answer, value: Answer | None) -> Answer:
