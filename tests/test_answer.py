@@ -695,3 +695,14 @@ def test_an_error_pasted_as_the_question_gets_the_cell_that_raised_it(archive: A
     pasted = extractive_answer(question, first_hit_as(result, "error"), archive)
     assert pasted.text.startswith("In ") and pasted.citations[0] == pasted.places[0]
     assert "Printed values that may answer it" in pasted.text and pasted.values
+
+
+def test_a_question_quoting_an_exception_gets_the_place_first(archive: Archive) -> None:
+    # the same keywords, now quoting an exception class: an error pasted in asks where it was raised
+    from nbrecall.answer.compose import extractive_answer
+
+    assert read_question("KeyError: total ballast volume").error
+    assert not read_question("total ballast volume, mean squared error").error
+    question = "KeyError: total ballast volume"
+    answer = extractive_answer(question, archive.search(question), archive)
+    assert answer.text.startswith("In ") and answer.citations[0] == answer.places[0]

@@ -254,7 +254,7 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
                             "printed value is close in meaning: no value is given; the closest cell is shown")
     value = value_answer(q, result, archive, filters, weights, ranked)
     w = weights or ValueWeights()
-    if q.kind == "general" and _matched_an_error(result):
+    if q.kind == "general" and (q.error or _matched_an_error(result)):
         return with_values(place_answer(q, result, archive), value)
     if value is not None and (_keywords_for_a_value(q, value) or _matched_a_printed_value(result)):
         return value
@@ -293,7 +293,8 @@ def _matched_a_printed_value(result: SearchResult) -> bool:
 def _matched_an_error(result: SearchResult) -> bool:
     """Retrieval's best match is an error output (a chunk of kind `error`): the question is the error as printed
     (a traceback's last line pasted in), and the cell that raised it answers, whatever value scores well for its
-    words; the values are still listed under it (bench/README.md, session 24)."""
+    words; the values are still listed under it (bench/README.md, session 24). A question that quotes an exception
+    class (`Question.error`) is answered the same way wherever retrieval's best match sits."""
     hit = _first_hit(result)
     return hit is not None and hit.kind == "error"
 

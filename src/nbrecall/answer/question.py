@@ -41,6 +41,9 @@ _VALUE = re.compile(
     rf"(?:^|[:;,])\s*how\s+(?!(?:many|much|to|come|{_AUX})\b)[\w-]+\s+(?:is|are|was|were)\b",
     re.I,
 )
+# A Python exception or warning class, as a traceback names it (`TypeError`, `KeyError`, `RuntimeWarning`): a question
+# that quotes one is an error pasted in, asking where it was raised.
+_EXCEPTION = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Warning)\b")
 _COUNT = re.compile(r"\bhow\s+many\b|\bnumber\s+of\b|\bwie\s+viele\b", re.I)
 _SHARE = re.compile(r"%|\b(?:percent(?:age)?|share|fraction|proportion|ratio|prozent|anteil)\b", re.I)
 # Superlatives ask for the extreme of a series ("on which weekday were the most cyclists counted").
@@ -104,6 +107,7 @@ class Question:
     mentions: list[set[float]] = field(default_factory=list)  # each number mentioned, as it may be printed
     subject: list[str] = field(default_factory=list)  # terms of what is asked about (the first noun phrase)
     asked: bool = False  # put as a question (an interrogative, a question mark), not typed as keywords
+    error: bool = False  # quotes an exception or warning class (`TypeError: …`): an error pasted in
 
 
 def read_question(text: str) -> Question:
@@ -137,4 +141,4 @@ def read_question(text: str) -> Question:
     head = _SUBJECT_END.split(opening, maxsplit=1)[0]
     subject = [t for t in question_terms(head) if t in found]
     return Question(text, kind, list(dict.fromkeys(found)), asks, extreme, numbers, excluded, mentions, subject,
-                    bool(_ASKED.search(text)))
+                    bool(_ASKED.search(text)), bool(_EXCEPTION.search(text)))
