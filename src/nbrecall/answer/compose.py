@@ -138,6 +138,13 @@ def _first_hit(result: SearchResult) -> Hit | None:
     return result.notebooks[0].hits[0] if result.notebooks and result.notebooks[0].hits else None
 
 
+def _first_hit_kind(result: SearchResult) -> str:
+    """The chunk kind of retrieval's first hit (`scalar`, `error`, `code`, …; "" when nothing was found): what the
+    question matched as printed."""
+    hit = _first_hit(result)
+    return hit.kind if hit is not None else ""
+
+
 def _in_first_hit(result: SearchResult, cand: RankedFact) -> bool:
     """Whether the fact's cell is one of the cells of retrieval's first chunk."""
     hit = _first_hit(result)
@@ -286,8 +293,7 @@ def _matched_a_printed_value(result: SearchResult) -> bool:
     printed, so a value answer leads even when its value is not trusted (its notice says so). Over the place-first
     answers of both development sets, A–E and M, the value's cell was right 11 times and retrieval's cell 5 times
     when the first hit was a scalar (bench/README.md, session 20)."""
-    hit = _first_hit(result)
-    return hit is not None and hit.kind == "scalar"
+    return _first_hit_kind(result) == "scalar"
 
 
 def _matched_an_error(result: SearchResult) -> bool:
@@ -295,8 +301,7 @@ def _matched_an_error(result: SearchResult) -> bool:
     (a traceback's last line pasted in), and the cell that raised it answers, whatever value scores well for its
     words; the values are still listed under it (bench/README.md, session 24). A question that quotes an exception
     class (`Question.error`) is answered the same way wherever retrieval's best match sits."""
-    hit = _first_hit(result)
-    return hit is not None and hit.kind == "error"
+    return _first_hit_kind(result) == "error"
 
 
 def with_values(place: Answer, value: Answer | None) -> Answer:

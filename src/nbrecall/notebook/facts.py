@@ -166,17 +166,19 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[PrintCall]
         whole = "\n".join(content).strip()
         if len(content) == 1 and NUMBER.search(whole) and len(whole) <= acc.limits.value_chars:
             shown = f"{code} = {whole}" if code else whole
-            quantity = line_facts(whole)
-            if len(quantity) == 1 and not quantity[0][0] and quantity[0][2] and quantity[0][3] == whole:
+            read = line_facts(whole)
+            label, number, unit, whole_line = read[0] if len(read) == 1 else ("", "", "", "")
+            if not label and unit and whole_line == whole:
                 # a bare quantity (`134.7 kilonewton`, a units library's result): its number is the value, the
                 # rest its unit
-                acc.add(code, quantity[0][1], shown, "result", unit=quantity[0][2], code=code, names=expr_names)
+                acc.add(code, number, shown, "result", unit=unit, code=code, names=expr_names)
                 return
             acc.add(code, whole, shown, "result", code=code, names=expr_names)
-            for key, value, shown in dict_entries(whole):
+            keyed = dict_entries(whole)
+            for key, value, shown in keyed:
                 acc.add(key, value, shown, "entry", code=code, names=expr_names)
-            if not dict_entries(whole) and not whole.startswith(("[", "(", "array(")):
-                for label, value, unit, shown in line_facts(whole)[1:] if len(line_facts(whole)) > 1 else []:
+            if not keyed and not whole.startswith(("[", "(", "array(")):
+                for label, value, unit, shown in read[1:]:
                     acc.add(label, value, shown, "entry", unit=unit, code=code, names=expr_names)
             return
         series = series_entries(content)
