@@ -146,7 +146,12 @@ def test_alternatives_hold_other_values_and_the_context_keeps_every_cell() -> No
     ("final RMSE of the tuned model", False),
     ("how is the Kutta condition enforced in the lifting panel method?", True),
     ("Fuel oil in 2 inch pipe: what psi drop do we get", True),
-    ("ship transit segments with mmsi and seg_length?", True),
+    ("ship transit segments with mmsi and seg_length?", False),  # keywords with a question mark
+    ("Hitters ridge regression: test MSE?", False),
+    ("On which weekday were the most cyclists counted?", True),
+    ("Refinery LP solved with linprog — how many barrels per day?", True),
+    ("For the widget sales series, what MAE did we get", True),
+    ("where is the drag computed", True),
     ("Was bedeutet das Ersatzstabverfahren", True),
     ("whatever happened to the wash column", False),
 ])

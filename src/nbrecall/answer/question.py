@@ -28,8 +28,12 @@ _TERM = re.compile(
 )
 # The auxiliary verbs a question's verb phrase opens with (`_VALUE`).
 _AUX = r"(?:did|does|do|was|were|is|are|has|have|had)"
+# The modal verbs: "how far can it sail", "how long would the tank last" ask for a degree as the auxiliaries do.
+_MODAL = r"(?:can|could|will|would|shall|should|may|might|must)"
+# Where a clause opens: the question's start, or after `:`, `;`, `,` or a spaced dash ("Refinery LP — how many …").
+_CLAUSE = r"(?:^|[:;,]|\s[-–—]+)\s*"
 _VALUE = re.compile(
-    r"(?:^|[:;,])\s*(?:how\s+(?:many|much)|what\s+(?:value|number|amount)s?\b|what\s+(?:was|were|is|are)\s+the\b|"
+    rf"{_CLAUSE}(?:how\s+(?:many|much)|what\s+(?:value|number|amount)s?\b|what\s+(?:was|were|is|are)\s+the\b|"
     r"what's\s+the\b|which\s+value\b|wie\s+(?:viel|viele|groß|hoch)\b)|"
     r"\b(?:did|do|does)\s+(?:we|they|you|i|it)\s+(?:use|get|find|obtain|measure|assume|take|reach|choose|pick|set|"
     r"estimate|give)\b|"
@@ -37,8 +41,8 @@ _VALUE = re.compile(
     # then the verb ("which table has …" asks for a thing to find, not a value; "what does … mean" is read first).
     # Each form opens the question or a clause after what it is about ("Exam scores: what p-value did the z-test
     # give?", "For the widget sales series, what MAE did …", "In a 5 g sample, how many atoms …")
-    rf"(?:^|[:;,])\s*what\s+(?!{_AUX}\b)[\w'-]+(?:\s+[\w'(),.-]+){{0,5}}?\s+{_AUX}\b|"
-    rf"(?:^|[:;,])\s*how\s+(?!(?:many|much|to|come|{_AUX})\b)[\w-]+\s+(?:is|are|was|were)\b",
+    rf"{_CLAUSE}what\s+(?!{_AUX}\b)[\w'-]+(?:\s+[\w'(),.-]+){{0,5}}?\s+{_AUX}\b|"
+    rf"{_CLAUSE}how\s+(?!(?:many|much|to|come|{_AUX}|{_MODAL})\b)[\w-]+\s+(?:{_AUX}|{_MODAL})\b",
     re.I,
 )
 # A Python exception or warning class, as a traceback names it (`TypeError`, `KeyError`, `RuntimeWarning`): a question
@@ -72,11 +76,12 @@ _ASKING_OPENERS = re.compile(
     re.I,
 )
 _INTERROGATIVE = re.compile(r"\b(?:what|which|how\s+(?:many|much)|wie\s+(?:viel|viele)|welche[rsn]?)\b", re.I)
-# A question asked as one (an interrogative or an auxiliary verb opening it or a clause, or a question mark) rather
-# than typed as keywords ("final RMSE of the tuned model"): only the grammar of asking, never the subject matter.
+# A question asked as one (an interrogative or an auxiliary verb opening it or a clause) rather than typed as
+# keywords ("final RMSE of the tuned model"): only the grammar of asking, never the subject matter. A question mark
+# after keywords ("Hitters ridge regression: test MSE?") does not make them a question: the words are still keywords.
 _ASKED = re.compile(
-    r"(?:^|[:;]\s*)(?:what|which|who|whom|whose|why|when|how|is|are|was|were|do|does|did|can|could|should|would|"
-    r"will|has|have|wie|wo|welche[rsnm]?|warum|wann|ist|sind)\b|\?\s*$",
+    rf"{_CLAUSE}(?:(?:in|on|at|for|from|to|by|with|of)\s+)?(?:what|which|who|whom|whose|why|when|where|how|"
+    r"is|are|was|were|do|does|did|can|could|should|would|will|has|have|wie|wo|welche[rsnm]?|warum|wann|ist|sind)\b",
     re.I,
 )
 _NUMBERS = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)?(?![\w.]*[A-Za-z])(?P<percent>\s*%)?")
@@ -106,7 +111,7 @@ class Question:
     excluded: list[str] = field(default_factory=list)  # terms the question rules out ("rather than ISO")
     mentions: list[set[float]] = field(default_factory=list)  # each number mentioned, as it may be printed
     subject: list[str] = field(default_factory=list)  # terms of what is asked about (the first noun phrase)
-    asked: bool = False  # put as a question (an interrogative, a question mark), not typed as keywords
+    asked: bool = False  # put as a question (an interrogative or auxiliary opening a clause), not typed as keywords
     error: bool = False  # quotes an exception or warning class (`TypeError: …`): an error pasted in
 
 
