@@ -213,6 +213,19 @@ def test_a_result_is_named_by_its_expression_and_a_dict_by_its_keys(tmp_path: Pa
     assert next(f for f in facts if f.label == "vessel.R_tot").shown == "vessel.R_tot = 146.2086"
 
 
+def test_a_numpy_2_scalar_repr_is_read_as_its_number(tmp_path: Path) -> None:
+    # NumPy 2 prints a scalar as `np.float64(0.93)`; NumPy 1 printed `0.93`: the value is the number either way
+    facts = facts_of(tmp_path, [
+        code("activity.uci_at()", 1, [result("np.float64(7.565835814419223)", 1)]),
+        code("print('channels', chans)", 2, [stream("channels [np.int64(108), np.int64(227)]\n")]),
+        code("stats", 3, [result("{'TIB': np.float64(49.0), 'SPT': np.float64(28.0)}", 3)]),
+    ])
+    shown = [(f.origin, f.label, f.value, f.number) for f in facts]
+    assert ("result", "activity.uci_at()", "7.565835814419223", 7.565835814419223) in shown, shown
+    assert any(f.value == "[108, 227]" for f in facts), shown
+    assert ("entry", "'TIB'", "49.0", 49.0) in shown, shown
+
+
 def test_a_sympy_result_drawn_as_png_keeps_its_text(tmp_path: Path) -> None:
     out = v4.new_output("execute_result", execution_count=1, data={
         "image/png": "iVBORw0KGgo=", "text/latex": r"$\displaystyle \left\{ A : 4, \  B : -2\right\}$",

@@ -65,7 +65,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 25: a units library's repr (`<Quantity(134.7, 'kilonewton')>`) is a value with its unit; a glued unit may be a
 #     product (`312.56N.m`, `3819.72Nm`); a negative power may be written with a hyphen (`9.7e+09 cm-3`); a capital
 #     letter alone after a stated number is a unit symbol (`is 0.808 A.`), not the article
-CHUNKER_VERSION = 25
+# 26: a NumPy 2 scalar repr (`np.float64(0.93)`) is read as its number
+CHUNKER_VERSION = 26
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

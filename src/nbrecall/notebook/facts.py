@@ -40,6 +40,7 @@ from nbrecall.notebook.reprs import (
     call_entries,
     dict_entries,
     grid_values,
+    numpy_scalars,
     pipe_table,
     series_entries,
     unit_reprs,
@@ -157,7 +158,7 @@ def _result_text(output: Output, rendered: RenderedOutput) -> str:
 
 
 def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[PrintCall], expr: tuple[str, list[str]]) -> None:
-    lines = [ln.rstrip() for ln in unit_reprs(text).splitlines()]
+    lines = [ln.rstrip() for ln in numpy_scalars(unit_reprs(text)).splitlines()]
     content = [ln for ln in lines if ln.strip() and not NOISE.match(ln)]
     if not content:
         return

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from nbrecall.notebook.printed import NUMBER, to_number
 
-__all__ = ["AlignedTable", "aligned_tables", "call_entries", "dict_entries", "grid_values", "pipe_table",
-           "series_entries", "unit_reprs"]
+__all__ = ["AlignedTable", "aligned_tables", "call_entries", "dict_entries", "grid_values", "numpy_scalars",
+           "pipe_table", "series_entries", "unit_reprs"]
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
@@ -61,6 +61,17 @@ def unit_reprs(text: str) -> str:
     for pattern in _UNIT_REPRS:
         text = pattern.sub(_magnitude_and_unit, text)
     return text
+
+
+# A NumPy scalar as NumPy 2 prints it (`np.float64(0.93)`, `np.int64(7)`): the number it holds.
+_NUMPY_SCALAR = re.compile(r"\bnp\.(?:float|int|uint|complex|longdouble|bool_?)\d*\(([^()]*)\)")
+
+
+def numpy_scalars(text: str) -> str:
+    """`text` with each NumPy scalar repr written as its value (`np.float64(0.93)` → `0.93`), as NumPy 1 printed it:
+    read as printed, the value would have no number, and what its number says (its digits, its size) would be
+    lost."""
+    return _NUMPY_SCALAR.sub(r"\1", text) if "np." in text else text
 
 
 def call_entries(text: str) -> list[tuple[str, str, str]]:
