@@ -137,6 +137,12 @@ def _sentence_word(word: str, spaced: str, stated: bool) -> bool:
     return not (len(word) == 1 and word.isupper() and stated and spaced in ("", " "))
 
 
+def _stated(line: str, start: int) -> bool:
+    """Whether the number at `start` follows a connector (`=`, `:`, `is`, …): a value being given, not a count or an
+    index that happens to stand before a word."""
+    return _CONNECTOR_END.search(line, 0, start) is not None
+
+
 def _unit_after(line: str, end: int, stated: bool = False) -> tuple[str, int]:
     """The unit written after the number that ends at `end`, and where it ends; `stated`: the number follows a
     connector (`=`, `:`, `is`, …), so it is a value being given."""
@@ -175,7 +181,7 @@ def value_runs(line: str) -> list[_Run]:
     if any(c.isdigit() for c in line):
         taken = {m.start() for m in found}
         glued = (m for m in _GLUED.finditer(line)
-                 if m.start() not in taken and _CONNECTOR_END.search(line, 0, m.start()))  # `latency: 20ms`
+                 if m.start() not in taken and _stated(line, m.start()))  # `latency: 20ms`
         found = sorted([*found, *glued], key=lambda m: m.start())
     numbers = [m for m in found if not any(a <= m.start() < b for a, b in dates)]
     runs: list[_Run] = []
@@ -187,11 +193,10 @@ def value_runs(line: str) -> list[_Run]:
         between = _AND.fullmatch(gap) is not None and _BETWEEN.search(line, 0, runs[-1].start) is not None
         if runs and (_JOIN.fullmatch(gap or " ") or spread or between) and runs[-1].unit_end == runs[-1].end:
             runs[-1].end = m.end()  # `0.182, 0.218`, `0.200 +/- 0.018`, `between 3 and 5`
-            stated = _CONNECTOR_END.search(line, 0, runs[-1].start) is not None
-            runs[-1].unit, runs[-1].unit_end = _unit_after(line, m.end(), stated)
+            runs[-1].unit, runs[-1].unit_end = _unit_after(line, m.end(), _stated(line, runs[-1].start))
             continue
         run = _Run(m.start(), m.end(), m.end(), "")
-        run.unit, run.unit_end = _unit_after(line, run.end, _CONNECTOR_END.search(line, 0, m.start()) is not None)
+        run.unit, run.unit_end = _unit_after(line, run.end, _stated(line, m.start()))
         runs.append(run)
     # brackets that hold nothing but the value belong to it: `(0.0, 64.0)`, `[0.95]`
     for run in runs:
