@@ -297,6 +297,99 @@ def test_table_cells_series_entries_and_printed_tables(tmp_path: Path) -> None:
     assert labels[("table", "64 · m11")] == "0.87"
 
 
+# What tabulate (`psql`, `fancy_grid`), prettytable, rich (Keras 3's model summary) and polars print: tables drawn
+# with borders, written out here as those libraries print them.
+_PSQL = """+---------+--------+-----+
+| model   |   rmse |   n |
+|---------+--------+-----|
+| ridge   |  1.234 |  10 |
+| lasso   |  2.5   |  20 |
++---------+--------+-----+
+"""
+_FANCY = """╒═════════╤════════╤═════╕
+│ model   │   rmse │   n │
+╞═════════╪════════╪═════╡
+│ ridge   │  1.234 │  10 │
+├─────────┼────────┼─────┤
+│ lasso   │  2.5   │  20 │
+╘═════════╧════════╧═════╛
+"""
+_POLARS = """shape: (3, 3)
+┌───────┬───────┬─────┐
+│ model ┆ rmse  ┆ n   │
+│ ---   ┆ ---   ┆ --- │
+│ str   ┆ f64   ┆ i64 │
+╞═══════╪═══════╪═════╡
+│ ridge ┆ 1.234 ┆ 10  │
+│ …     ┆ …     ┆ …   │
+│ lasso ┆ 2.5   ┆ 20  │
+└───────┴───────┴─────┘"""
+_KERAS = """Model: "sequential"
+┏━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━━┓
+┃ Layer (type)      ┃ Output Shape ┃ Param # ┃
+┡━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━┩
+│ dense (Dense)     │ (None, 64)   │   4,160 │
+├───────────────────┼──────────────┼─────────┤
+│ dense_1 (Dense)   │ (None, 1)    │      65 │
+└───────────────────┴──────────────┴─────────┘
+ Total params: 4,225 (16.50 KB)
+"""
+
+
+@pytest.mark.parametrize("printed", [_PSQL, _FANCY, _POLARS, _KERAS], ids=["psql", "fancy_grid", "polars", "keras"])
+def test_a_table_drawn_with_borders_names_each_number_by_its_row_and_column(tmp_path: Path, printed: str) -> None:
+    facts = facts_of(tmp_path, [code("print(results)", 1, [stream(printed)])])
+    labels = {f.label: f.value for f in facts if f.origin == "table"}
+    if printed is _KERAS:
+        assert labels == {"dense (Dense) · Param #": "4,160", "dense_1 (Dense) · Param #": "65"}, labels
+        assert ("Total params", "4,225") in [(f.label, f.value) for f in facts]
+    else:
+        assert labels == {"ridge · rmse": "1.234", "ridge · n": "10", "lasso · rmse": "2.5", "lasso · n": "20"}, labels
+
+
+def test_a_drawn_table_s_header_is_what_its_rule_says(tmp_path: Path) -> None:
+    # PyTorch Lightning's rich tables: a first row with no number (`42.4 K`) is no header, and a header may hold a
+    # number (`DataLoader 0`); the rule under the header says where it ends
+    summary = ("┏━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━┓\n"
+               "┃   ┃ Name      ┃ Type       ┃ Params ┃\n"
+               "┡━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━┩\n"
+               "│ 0 │ _backbone │ Backbone   │ 42.4 K │\n"
+               "│ 1 │ _head     │ Sequential │    252 │\n"
+               "│ 2 │ loss      │ MSELoss    │      0 │\n"
+               "└───┴───────────┴────────────┴────────┘\n")
+    metrics = ("┏━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━┓\n"
+               "┃  Test metric   ┃ DataLoader 0 ┃\n"
+               "┡━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━┩\n"
+               "│ test_accuracy  │  0.878411054 │\n"
+               "│   test_loss    │  0.299856305 │\n"
+               "└────────────────┴──────────────┘\n")
+    facts = facts_of(tmp_path, [code("trainer.fit(model)", 1, [stream(summary)]),
+                                code("trainer.test(model)", 2, [stream(metrics)])])
+    labels = {f.label: f.value for f in facts if f.origin == "table"}
+    assert labels == {"_head Sequential · Params": "252", "loss MSELoss · Params": "0",
+                      "test_accuracy · DataLoader 0": "0.878411054", "test_loss · DataLoader 0": "0.299856305"}, labels
+
+
+def test_boxes_that_are_no_table_are_read_line_by_line(tmp_path: Path) -> None:
+    # iminuit's fit report draws boxes around `name = value` pairs: not a grid, so each pair is read as printed
+    printed = ("┌──────────────────────────────┬──────────────────────────┐\n"
+               "│ FCN = -7168                  │         Nfcn = 1835      │\n"
+               "│ EDM = 1.7e-05 (Goal: 0.0002) │        time = 1.0 sec    │\n"
+               "└──────────────────────────────┴──────────────────────────┘\n")
+    values = {f.value for f in facts_of(tmp_path, [code("m.migrad()", 1, [stream(printed)])])}
+    assert {"-7168", "1835", "1.7e-05"} <= values, values
+
+
+def test_a_polars_frame_shown_as_html_is_named_by_its_columns_not_its_types(tmp_path: Path) -> None:
+    # polars' HTML: a second header row of column types and quoted strings (written as polars 1.x writes it)
+    html = ('<div><small>shape: (2, 2)</small><table border="1" class="dataframe"><thead><tr><th>model</th>'
+            '<th>rmse</th></tr><tr><td>str</td><td>f64</td></tr></thead><tbody><tr><td>&quot;ridge&quot;</td>'
+            '<td>1.234</td></tr><tr><td>&quot;lasso&quot;</td><td>2.5</td></tr></tbody></table></div>')
+    facts = facts_of(tmp_path, [code("df", 1, [result(_POLARS, 1, html=html)])])
+    labels = {f.label: f.value for f in facts if f.origin == "table"}
+    assert labels == {"ridge · rmse": "1.234", "lasso · rmse": "2.5"}, labels
+
+
 def test_a_table_printed_as_aligned_text_names_each_number_by_its_row_and_column(tmp_path: Path) -> None:
     """`print(classification_report(...))`, a regression summary and `print(df)` align each number under its
     column's name; read line by line, a row's numbers ran together into one value named by the row alone."""

@@ -66,7 +66,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     product (`312.56N.m`, `3819.72Nm`); a negative power may be written with a hyphen (`9.7e+09 cm-3`); a capital
 #     letter alone after a stated number is a unit symbol (`is 0.808 A.`), not the article
 # 26: a NumPy 2 scalar repr (`np.float64(0.93)`) is read as its number
-CHUNKER_VERSION = 26
+# 27: a table drawn with borders (tabulate, prettytable, rich and Keras 3 summaries, polars) is read as a table, its
+#     numbers named by row and column; polars' line of column types is no level of names (text and HTML)
+CHUNKER_VERSION = 27
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

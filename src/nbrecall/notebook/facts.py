@@ -39,6 +39,7 @@ from nbrecall.notebook.reprs import (
     aligned_tables,
     call_entries,
     dict_entries,
+    drawn_tables,
     grid_values,
     numpy_scalars,
     pipe_table,
@@ -197,7 +198,11 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[PrintCall]
             for label, value, shown in grid_values(header, rows, 1)[: acc.limits.per_table]:
                 acc.add(label, value, shown, "table", code=code, names=expr_names)
             return
-    tables = {table.first: table for table in aligned_tables(content)}
+    drawn = drawn_tables(content)
+    inside = {i for table in drawn for i in range(table.first, table.last + 1)}
+    tables = {table.first: table for table in aligned_tables([
+        "" if i in inside else line for i, line in enumerate(content)])}  # a drawn table's rows are its own
+    tables.update((table.first, table) for table in drawn)
     previous = ""
     block = ""  # the last line that names what follows without a value of its own (a loop's block header)
     blocks: list[str] = []  # for each fact this text adds, the block header above it

@@ -12,9 +12,10 @@ import re
 from dataclasses import dataclass
 
 from nbrecall.notebook.printed import NUMBER, to_number
+from nbrecall.notebook.tables import COLUMN_TYPE
 
-__all__ = ["AlignedTable", "aligned_tables", "call_entries", "dict_entries", "grid_values", "numpy_scalars",
-           "pipe_table", "series_entries", "unit_reprs"]
+__all__ = ["AlignedTable", "aligned_tables", "call_entries", "dict_entries", "drawn_tables", "grid_values",
+           "numpy_scalars", "pipe_table", "series_entries", "unit_reprs"]
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
@@ -245,26 +246,99 @@ def aligned_tables(lines: list[str]) -> list[AlignedTable]:
     return found
 
 
-def pipe_table(lines: list[str]) -> tuple[list[str], list[list[str]]] | None:
+def _elided(row: list[str]) -> bool:
+    return all(c in ("...", "…", "") for c in row)
+
+
+def pipe_table(lines: list[str], header_lines: int | None = None) -> tuple[list[str], list[list[str]]] | None:
     """A table printed with `|` between its columns: (header, rows). The body rows share one width; the last
-    header line of that width names the columns, and a header line of another width spans them (`% error`
-    over `m11 | m22`) and is added to each name."""
+    header line of that width above them names the columns (polars' line of column types excepted), and a header
+    line of another width spans them (`% error` over `m11 | m22`) and is added to each name; rows of `…` (elided by
+    the printer) are left out. Without `header_lines` a line is a header when it holds no number after its first
+    cell; a drawn table's rule says which lines are its header (`header_lines`, `drawn_tables`)."""
     rows = [[c.strip() for c in line.strip().split("|")] for line in lines]
     rows = [r[1:] if r and not r[0] and len(r) > 1 and lines[i].lstrip().startswith("|") else r
             for i, r in enumerate(rows)]
     rows = [r[:-1] if len(r) > 1 and not r[-1] and lines[i].rstrip().endswith("|") else r
             for i, r in enumerate(rows)]
-    body = [r for r in rows if any(to_number(c) is not None for c in r[1:]) and not set("".join(r)) <= set("-:+ ")]
+    if header_lines is None:
+        rows = [r for r in rows if not _elided(r)]
+        body = [r for r in rows if any(to_number(c) is not None for c in r[1:])
+                and not set("".join(r)) <= set("-:+ ")]
+        above = rows[: rows.index(body[0])] if body else []  # the lines above the first row name the columns
+        headers = [r for r in above if not any(to_number(c) is not None for c in r[1:])
+                   and not set("".join(r)) <= set("-:+= ")]
+    else:
+        body = [r for r in rows[header_lines:] if not _elided(r) and any(to_number(c) is not None for c in r[1:])]
+        headers = [r for r in rows[:header_lines] if not _elided(r)]
     if len(body) < 2:
         return None
     width = len(body[0])
     if width < 2 or any(len(r) != width for r in body):
         return None
-    headers = [r for r in rows if r not in body and not any(to_number(c) is not None for c in r[1:])
-               and not set("".join(r)) <= set("-:+= ")]
-    named = [r for r in headers if len(r) == width]
+    named = [r for r in headers if len(r) == width and not all(COLUMN_TYPE.fullmatch(c) for c in r if c)]
     if not named:
         return None
     spanning = " ".join(c for r in headers if len(r) != width for c in r if c and not set(c) <= set("-:+= "))
     header = [f"{name} ({spanning})" if spanning and name and j else name for j, name in enumerate(named[-1])]
     return header, body
+
+
+# --- tables drawn with borders --------------------------------------------------------------------------------
+
+# The column rules of tables drawn with box-drawing characters (tabulate's `fancy_grid`, rich tables and Keras 3's
+# model summary, polars' printed frames, which put `┆` between columns): read as `|`.
+_COLUMN_RULES = str.maketrans(dict.fromkeys("│┃┆┇┊┋║╎╏", "|"))
+
+
+def _border(line: str) -> bool:
+    """A line that only draws: `+-----+-----+`, `├─────┼─────┤`, `╞═════╪═════╡`, `|:----|----:|`."""
+    text = line.strip()
+    return bool(text) and all(c in " -=+|:_~" or "\u2500" <= c <= "\u257f" for c in text) and any(
+        c in "-=_~" or "\u2500" <= c <= "\u257f" for c in text)
+
+
+def drawn_tables(lines: list[str]) -> list[AlignedTable]:
+    """Tables drawn with borders: a run of lines that are either borders or rows with column rules, holding at least
+    one border with no `|` in it (`+---+---+`, `┌───┬───┐`: a frame, not a pipe table's `|---|` rule). The rows are
+    read as a pipe table (`pipe_table`), the borders left out, polars' line of column types too; the lines above the
+    first rule inside the frame are the header (a header may hold numbers, `DataLoader 0`, and a first row may hold
+    none, `0 │ _backbone │ 42.4 K`); `first` and `last`
+    are the run's first and last lines, so that the reader skips them all. A run that does not read as a table
+    (boxes around `key = value` pairs, a drawn tree) is not returned and its lines are read one by one as before.
+
+    Why: tabulate, prettytable, rich (Keras 3's `model.summary()`) and polars print tables this way; read line by
+    line, `│ ridge │ 1.234 │ 10 │` named 10 `ridge | 1.234 |` instead of `ridge · n`."""
+    found: list[AlignedTable] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        framed = False
+        while j < len(lines):
+            line = lines[j].translate(_COLUMN_RULES)
+            if _border(line):
+                framed = framed or "|" not in line
+            elif line.count("|") < 1:
+                break
+            j += 1
+        if j - i >= 3 and framed:
+            rows = [lines[k].translate(_COLUMN_RULES) for k in range(i, j)]
+            content = [r for r in rows if not _border(r)]
+            # the first rule inside the frame, under a line of content, ends the header
+            seen = 0
+            header_lines = None
+            for row in rows:
+                if not _border(row):
+                    seen += 1
+                elif seen:
+                    header_lines = seen
+                    break
+            table = pipe_table(content, header_lines if header_lines is not None and header_lines < len(content)
+                               else None)
+            if table is not None:
+                header, body = table
+                found.append(AlignedTable(i, j - 1, header, body))
+                i = j
+                continue
+        i = max(j, i + 1)
+    return found

@@ -19,6 +19,7 @@ from typing import Any
 import lxml.html
 
 __all__ = [
+    "COLUMN_TYPE",
     "TableSummary",
     "dataframe_html_to_summary",
     "html_table_to_summary",
@@ -33,6 +34,12 @@ _FLOAT_RE = re.compile(r"[+-]?(?:(?:\d+|\d{1,3}(?:,\d{3})+)(?:\.\d*)?|\.\d+)(?:[
 _BOOL = {"True", "False", "true", "false"}
 _DATE_RE = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+)
+# A column's type as polars writes it under the column's name, in its HTML and its printed frame (`f64`, `str`,
+# `datetime[ns]`, `list[i64]`): a line of these is the frame's types, not a second level of names.
+COLUMN_TYPE = re.compile(
+    r"(?:[iu](?:8|16|32|64|128)|f(?:16|32|64)|str|bool|date|time|null|object|binary|cat|enum|decimal|"
+    r"(?:datetime|duration|list|array|struct|decimal|enum)\[[^\]]*\])"
 )
 _FOOTER_RE = re.compile(r"([\d,]+)\s+rows?\s*[×xX]\s*([\d,]+)\s+columns?")
 _MAX_CELL_CHARS = 80
@@ -287,8 +294,25 @@ def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]], bool]:
     ):
         return [], [], False  # a table without any text is not a table
     grid = [row + [""] * (width - len(row)) for row in grid]
-    headers = [[row[j] for row in grid[:n_head]] for j in range(width)]
-    return headers, grid[n_head:], cut
+    levels = [row for row in grid[:n_head] if not _types_row(row)]
+    body = grid[n_head:]
+    if len(levels) < n_head:  # polars: its header's last row holds the types, and it quotes strings in cells
+        body = [[_unquoted(text) for text in row] for row in body]
+    headers = [[row[j] for row in levels] for j in range(width)]
+    return headers, body, cut
+
+
+def _types_row(row: list[str]) -> bool:
+    """A header row that gives each column's type (polars' second header row), not a level of names: every cell a
+    type, and one at least that no name looks like (`f64`, `str`, `list[i64]`; a level of `date`, `time` is names)."""
+    cells = [text for text in row if text]
+    return bool(cells) and all(COLUMN_TYPE.fullmatch(text) for text in cells) and any(
+        text == "str" or re.search(r"\d|\[", text) for text in cells)
+
+
+def _unquoted(text: str) -> str:
+    """A string cell as polars' HTML shows it, `"ridge"`, without the quotes it adds."""
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
 
 
 def _summarise(table: Any, max_rows: int) -> TableSummary | None:
