@@ -49,6 +49,9 @@ def facts_of(tmp_path: Path, cells: list, limits: FactLimits | None = None, stal
         # a unit followed by a comma ends a clause: `%time`'s user time is a value, not part of the next label
         ("CPU times: user 1.2 s, sys: 3.1 ms, total: 1.21 s",
          [("CPU times: user", "1.2"), ("sys", "3.1"), ("total", "1.21")]),
+        # LightGBM's log: the word after a value that owns the next label (`valid_0's`) is no unit of it
+        ("[87]\tvalid_0's auc: 0.912345\tvalid_0's binary_logloss: 0.301234",
+         [("", "[87]"), ("valid_0's auc", "0.912345"), ("valid_0's binary_logloss", "0.301234")]),
     ],
 )
 def test_line_facts(line: str, expected: list[tuple[str, str]]) -> None:

@@ -167,6 +167,8 @@ def _unit_after(line: str, end: int, stated: bool = False) -> tuple[str, int]:
     rest = line[unit_end:].lstrip()
     if rest[:1] in ("=", ":") or unit[0].isdigit():
         return "", end  # the next label ("… 5 Kv = 240"), not this value's unit
+    if line.startswith(("'s ", "’s "), unit_end):
+        return "", end  # whose the next label is (`0.912 valid_0's binary_logloss: 0.30`), not a unit
     return unit, unit_end
 
 
