@@ -254,13 +254,17 @@ def pipe_table(lines: list[str], header_lines: int | None = None) -> tuple[list[
     """A table printed with `|` between its columns: (header, rows). The body rows share one width; the last
     header line of that width above them names the columns (polars' line of column types excepted), and a header
     line of another width spans them (`% error` over `m11 | m22`) and is added to each name; rows of `…` (elided by
-    the printer) are left out. Without `header_lines` a line is a header when it holds no number after its first
-    cell; a drawn table's rule says which lines are its header (`header_lines`, `drawn_tables`)."""
+    the printer) are left out. The lines above the table's first rule are its header: a markdown table's `|---|`
+    rule, or a drawn table's first rule inside its frame (`header_lines`, `drawn_tables`); without a rule a line is a
+    header when it holds no number after its first cell."""
     rows = [[c.strip() for c in line.strip().split("|")] for line in lines]
-    rows = [r[1:] if r and not r[0] and len(r) > 1 and lines[i].lstrip().startswith("|") else r
-            for i, r in enumerate(rows)]
-    rows = [r[:-1] if len(r) > 1 and not r[-1] and lines[i].rstrip().endswith("|") else r
-            for i, r in enumerate(rows)]
+    # an outer rule is one every line has: a row that alone ends in `|` has an empty last cell (lines are stripped)
+    lead = all(line.lstrip().startswith("|") for line in lines)
+    trail = all(line.rstrip().endswith("|") for line in lines)
+    rows = [r[1 if lead and len(r) > 1 else 0 : -1 if trail and len(r) > 2 else None] for r in rows]
+    ruled = next((k for k, r in enumerate(rows) if k and r and set("".join(r)) <= set("-:+= ")), None)
+    if header_lines is None and ruled is not None:
+        header_lines = ruled  # a markdown table: the lines above its `|---|` rule are its header
     if header_lines is None:
         rows = [r for r in rows if not _elided(r)]
         body = [r for r in rows if any(to_number(c) is not None for c in r[1:])
@@ -269,8 +273,9 @@ def pipe_table(lines: list[str], header_lines: int | None = None) -> tuple[list[
         headers = [r for r in above if not any(to_number(c) is not None for c in r[1:])
                    and not set("".join(r)) <= set("-:+= ")]
     else:
-        body = [r for r in rows[header_lines:] if not _elided(r) and any(to_number(c) is not None for c in r[1:])]
-        headers = [r for r in rows[:header_lines] if not _elided(r)]
+        body = [r for r in rows[header_lines:] if not _elided(r) and any(to_number(c) is not None for c in r[1:])
+                and not set("".join(r)) <= set("-:+= ")]
+        headers = [r for r in rows[:header_lines] if not _elided(r) and not set("".join(r)) <= set("-:+= ")]
     if len(body) < 2:
         return None
     width = len(body[0])
@@ -280,7 +285,10 @@ def pipe_table(lines: list[str], header_lines: int | None = None) -> tuple[list[
     if not named:
         return None
     spanning = " ".join(c for r in headers if len(r) != width for c in r if c and not set(c) <= set("-:+= "))
-    header = [f"{name} ({spanning})" if spanning and name and j else name for j, name in enumerate(named[-1])]
+    # under a rule the last line of names is the columns' own (the ones above span them); without one, the first:
+    # the lines after it are as likely rows without a number (`Memory address | 0x07fbe29d69cf8`) as more names
+    names = named[-1] if header_lines is not None else named[0]
+    header = [f"{name} ({spanning})" if spanning and name and j else name for j, name in enumerate(names)]
     return header, body
 
 
@@ -291,6 +299,14 @@ def pipe_table(lines: list[str], header_lines: int | None = None) -> tuple[list[
 _COLUMN_RULES = str.maketrans(dict.fromkeys("│┃┆┇┊┋║╎╏", "|"))
 
 
+def _ruled(line: str) -> bool:
+    """Every `|` of a row is a column rule: at either end of it, or with a space beside it (`ridge | 1.234`); a `|`
+    inside a value, as in BLAST's `gi|262205317|ref|`, is none."""
+    text = line.strip()
+    return all(k in (0, len(text) - 1) or text[k - 1] == " " or text[k + 1] == " "
+               for k, c in enumerate(text) if c == "|")
+
+
 def _border(line: str) -> bool:
     """A line that only draws: `+-----+-----+`, `├─────┼─────┤`, `╞═════╪═════╡`, `|:----|----:|`."""
     text = line.strip()
@@ -299,8 +315,9 @@ def _border(line: str) -> bool:
 
 
 def drawn_tables(lines: list[str]) -> list[AlignedTable]:
-    """Tables drawn with borders: a run of lines that are either borders or rows with column rules, holding at least
-    one border with no `|` in it (`+---+---+`, `┌───┬───┐`: a frame, not a pipe table's `|---|` rule). The rows are
+    """Tables drawn with borders: a run of lines that are either borders or rows whose every `|` is a column rule,
+    holding at least one border with no `|` in it (`+---+---+`, `┌───┬───┐`: a frame, not a pipe
+    table's `|---|` rule). The rows are
     read as a pipe table (`pipe_table`), the borders left out, polars' line of column types too; the lines above the
     first rule inside the frame are the header (a header may hold numbers, `DataLoader 0`, and a first row may hold
     none, `0 │ _backbone │ 42.4 K`); `first` and `last`
@@ -321,9 +338,9 @@ def drawn_tables(lines: list[str]) -> list[AlignedTable]:
             elif line.count("|") < 1:
                 break
             j += 1
-        if j - i >= 3 and framed:
-            rows = [lines[k].translate(_COLUMN_RULES) for k in range(i, j)]
-            content = [r for r in rows if not _border(r)]
+        rows = [lines[k].translate(_COLUMN_RULES) for k in range(i, j)]
+        content = [r for r in rows if not _border(r)]
+        if j - i >= 3 and framed and all(_ruled(r) for r in content):
             # the first rule inside the frame, under a line of content, ends the header
             seen = 0
             header_lines = None
