@@ -373,6 +373,28 @@ def test_a_drawn_table_s_header_is_what_its_rule_says(tmp_path: Path) -> None:
                       "test_accuracy · DataLoader 0": "0.878411054", "test_loss · DataLoader 0": "0.299856305"}, labels
 
 
+def test_a_drawn_table_whose_last_column_is_often_empty_keeps_its_columns(tmp_path: Path) -> None:
+    # andes prints its parameters so: a row alone ending in `|` has an empty last cell, not an outer rule
+    printed = (" Name |     Description     | Default | Unit | Properties\n"
+               "------+---------------------+---------+------+-----------\n"
+               " u    | connection status   | 1       | bool |\n"
+               " Sn   | Power rating        | 100     | MVA  | power\n"
+               " xd1  | d-axis transient    | 0.302   |      |\n")
+    labels = {f.label: f.value for f in facts_of(tmp_path, [code("print(GENCLS.doc())", 1, [stream(printed)])])
+              if f.origin == "table"}
+    assert labels == {"u · Default": "1", "Sn · Default": "100", "xd1 · Default": "0.302"}, labels
+
+
+def test_pipes_inside_values_under_a_rule_are_no_table(tmp_path: Path) -> None:
+    # BLAST's hit list: `|` inside the ids, no space beside them, is no column rule
+    printed = ("         ----  -----  ------------------------------\n"
+               "            0      1  gi|731339628|ref|XM_010682658.1|  Beta vulgaris\n"
+               "            1      1  gi|568824607|ref|XM_006466626.1|  Citrus sinensis\n"
+               "            2      1  gi|567866318|ref|XM_006425719.1|  Citrus clementina\n")
+    facts = facts_of(tmp_path, [code("print(blast_qresult)", 1, [stream(printed)])])
+    assert not [f for f in facts if f.origin == "table"], facts
+
+
 def test_boxes_that_are_no_table_are_read_line_by_line(tmp_path: Path) -> None:
     # iminuit's fit report draws boxes around `name = value` pairs: not a grid, so each pair is read as printed
     printed = ("┌──────────────────────────────┬──────────────────────────┐\n"
