@@ -25,6 +25,7 @@ import argparse
 import copy
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,10 @@ SETTINGS = {"objective": "lambdarank", "learning_rate": 0.05, "num_leaves": 7, "
             "feature_fraction": 1.0, "lambdarank_truncation_level": 10, "deterministic": True, "num_threads": 2,
             "seed": 1, "verbose": -1}
 ROUNDS = 200
+# The shipped model: the mean of this many models that differ only in their random subsample (bagging 0.8). One
+# model's first values move by several questions with its seed alone (`--seeds`); the mean of several is steadier.
+ENSEMBLE = 1
+BAGGING = {"bagging_fraction": 0.8, "bagging_freq": 1}
 OUT = Path(__file__).resolve().parent.parent / "src" / "nbrecall" / "answer" / "ranker.onnx"
 
 
@@ -82,26 +87,54 @@ def train(items: list[Question], settings: dict | None = None):  # type: ignore[
                      num_boost_round=ROUNDS)
 
 
-def unseen_scores(items: list[Question], test: set[str], settings: dict | None = None) -> dict[int, np.ndarray]:
-    """Each question's candidate scores (by `id`) from a model trained on the other archives' sets, never on --test."""
+class Ensemble:
+    """The mean of several boosters' scores (one booster: its own scores, unchanged)."""
+
+    def __init__(self, boosters: list) -> None:  # type: ignore[type-arg]
+        self.boosters = boosters
+
+    def predict(self, rows: np.ndarray) -> np.ndarray:
+        return np.mean([b.predict(rows) for b in self.boosters], axis=0)
+
+
+def members(size: int, run: int = 1) -> list[int] | None:
+    """The seeds of the `run`-th model of `size` boosters (None: the one unbagged booster of `SETTINGS`, size 1 and
+    run 1, the single model of earlier sessions); runs never share a seed."""
+    if size <= 1 and run == 1:
+        return None
+    return list(range((run - 1) * size + 1, run * size + 1))
+
+
+def train_model(items: list[Question], seeds: list[int] | None) -> Ensemble:
+    """One booster with `SETTINGS` (seeds None), or the mean of one bagged booster (0.8) per seed."""
+    if seeds is None:
+        return Ensemble([train(items)])
+    return Ensemble([train(items, {**SETTINGS, **BAGGING, "seed": seed}) for seed in seeds])
+
+
+def unseen_scores(items: list[Question], test: set[str], seeds: list[int] | None = None) -> dict[int, np.ndarray]:
+    """Each question's candidate scores (by `id`) from a model trained on the other archives' sets, never on --test
+    (`train_model` with `seeds`)."""
     scores: dict[int, np.ndarray] = {}
     for archive in dict.fromkeys(q.archive for q in items):
-        model = train([q for q in items if q.archive != archive and q.set_name not in test], settings)
+        model = train_model([q for q in items if q.archive != archive and q.set_name not in test], seeds)
         scores.update((id(q), model.predict(q.rows)) for q in items if q.archive == archive)
     return scores
 
 
-def seed_spread(items: list[Question], test: set[str], seeds: int) -> None:
-    """Pooled out-of-archive top-1 and top-3 under `seeds` models per archive that differ only in their random
-    subsample (bagging 0.8): how much of a difference between two candidate pools is the model's own variance.
-    In session 22, with the data unchanged, five seeds spread over 7 first values and 8 among the first three."""
+def seed_spread(items: list[Question], test: set[str], runs: int, size: int = 1) -> None:
+    """Pooled out-of-archive top-1 and top-3 under `runs` models per archive (each the mean of `size` boosters) that
+    differ only in their random subsample (bagging 0.8): how much of a difference between two candidate pools is the
+    model's own variance. In session 22, with the data unchanged, five single boosters spread over 7 first values
+    and 8 among the first three."""
     found = []
-    for seed in range(1, seeds + 1):
-        scores = unseen_scores(items, test, {**SETTINGS, "bagging_fraction": 0.8, "bagging_freq": 1, "seed": seed})
+    for run in range(1, runs + 1):
+        seeds = list(range((run - 1) * size + 1, run * size + 1))
+        scores = unseen_scores(items, test, seeds)
         found.append(hits(items, lambda q, s=scores: np.argsort(-s[id(q)], kind="stable")))
     ones, threes = np.array([f[0] for f in found]), np.array([f[1] for f in found])
-    print(f"over {seeds} seeds (bagging 0.8): top-1 {ones.mean():.1f} (min {ones.min()}, max {ones.max()}), "
-          f"top-3 {threes.mean():.1f} (min {threes.min()}, max {threes.max()})")
+    print(f"over {runs} runs of {size} bagged booster(s): top-1 {ones.mean():.1f} (min {ones.min()}, "
+          f"max {ones.max()}), top-3 {threes.mean():.1f} (min {threes.min()}, max {threes.max()})")
 
 
 def hits(items: list[Question], order_of) -> tuple[int, int]:  # type: ignore[no-untyped-def]
@@ -162,6 +195,8 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="report only; write no model")
     parser.add_argument("--seeds", type=int, default=0, metavar="N",
                         help="also report the pooled out-of-archive figures over N bagging seeds (their spread)")
+    parser.add_argument("--ensemble", type=int, default=ENSEMBLE, metavar="N",
+                        help=f"models averaged into one (bagging 0.8, seeds 1…N; default {ENSEMBLE})")
     parser.add_argument("--final-only", action="store_true",
                         help="train and write the model only (no archive-by-archive check, no confidence fit)")
     args = parser.parse_args()
@@ -172,10 +207,10 @@ def main() -> None:
 
     print(f"{len(items)} value questions, {sum(len(q.right) for q in items)} candidates, {len(FEATURES)} features")
     if args.final_only:
-        write(train([q for q in items if q.set_name not in test]), items, test, args.out)
+        write(train_model([q for q in items if q.set_name not in test], members(args.ensemble)), items, test, args.out)
         return
     print("Each archive ordered by a model trained on the other archives (top-1, top-3; the score's order → learned):")
-    unseen = unseen_scores(items, test)  # each question's scores from the model that never saw its archive
+    unseen = unseen_scores(items, test, members(args.ensemble))  # from a model that never saw the question's archive
     total = [0, 0, 0, 0, 0]
     for name in names:
         chosen = [q for q in items if q.set_name == name]
@@ -186,10 +221,10 @@ def main() -> None:
             total[i] += v
     print(f"{'all':>8}: n {total[0]}, top-1 {total[1]} → {total[3]}, top-3 {total[2]} → {total[4]}")
     if args.seeds:
-        seed_spread(items, test, args.seeds)
+        seed_spread(items, test, args.seeds, args.ensemble)
 
     calibrate(items, unseen, names, test)
-    final = train([q for q in items if q.set_name not in test])
+    final = train_model([q for q in items if q.set_name not in test], members(args.ensemble))
     for name in sorted(test & set(names)):
         chosen = [q for q in items if q.set_name == name]
         base = hits(chosen, by_hand)
@@ -199,21 +234,53 @@ def main() -> None:
         write(final, items, test, args.out)
 
 
-def write(final, items: list[Question], test: set[str], out: Path) -> None:  # type: ignore[no-untyped-def]
-    """The model as ONNX at `out`, checked against LightGBM's own predictions."""
+def merged_trees(models: list[Any]) -> Any:
+    """One ONNX model that scores the mean of `models` (each an ONNX model of one `TreeEnsembleRegressor`): their
+    trees side by side in one regressor, each leaf weight divided by their number. The mean of sums is the sum of
+    the scaled leaves, so one node computes it exactly and `rerank` needs no change."""
+    import onnx
+
+    first = models[0]
+    node = next(n for n in first.graph.node if n.op_type == "TreeEnsembleRegressor")
+    listed = {a.name: list(onnx.helper.get_attribute_value(a)) for a in node.attribute
+              if a.name.startswith(("nodes_", "target_"))}
+    offset = 1 + max(listed["nodes_treeids"])
+    for other in models[1:]:
+        extra = next(n for n in other.graph.node if n.op_type == "TreeEnsembleRegressor")
+        more = {a.name: onnx.helper.get_attribute_value(a) for a in extra.attribute}
+        if more.get("base_values") or any(a.name == "base_values" for a in node.attribute):
+            raise ValueError("a regressor with base values: the mean of the models is not the mean of their trees")
+        for name in listed:
+            ids = name in ("nodes_treeids", "target_treeids")
+            listed[name].extend([t + offset for t in more[name]] if ids else more[name])
+        offset = 1 + max(listed["nodes_treeids"])
+    listed["target_weights"] = [w / len(models) for w in listed["target_weights"]]
+    kept = [a for a in node.attribute if a.name not in listed]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    for name, values in sorted(listed.items()):
+        node.attribute.append(onnx.helper.make_attribute(name, values))
+    return first
+
+
+def write(final: Ensemble, items: list[Question], test: set[str], out: Path) -> None:
+    """The model as ONNX at `out` (an ensemble as one regressor: `merged_trees`), checked against LightGBM's own
+    predictions."""
     import onnxmltools
     import onnxruntime
     from onnxmltools.convert.common.data_types import FloatTensorType
 
     shape = FloatTensorType([None, len(FEATURES)])
-    onnx_model = onnxmltools.convert_lightgbm(final, initial_types=[("features", shape)], target_opset=15)
+    converted = [onnxmltools.convert_lightgbm(b, initial_types=[("features", shape)], target_opset=15)
+                 for b in final.boosters]
+    onnx_model = merged_trees(converted)
     onnx_model.graph.name = "nbrecall_value_ranker"  # the converter names it at random: same model, same bytes
     payload = onnx_model.SerializeToString()
     rows = np.vstack([q.rows for q in items])
     session = onnxruntime.InferenceSession(payload, providers=["CPUExecutionProvider"])
     drift = np.abs(session.run(None, {"features": rows})[0].ravel() - final.predict(rows)).max()
     out.write_bytes(payload)
-    print(f"wrote {out} ({len(payload):,} bytes, {ROUNDS} trees, trained on "
+    print(f"wrote {out} ({len(payload):,} bytes, {len(final.boosters)} × {ROUNDS} trees, trained on "
           f"{sum(q.set_name not in test for q in items)} questions); ONNX against LightGBM: max difference {drift:.1e}")
 
 
