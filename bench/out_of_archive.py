@@ -6,8 +6,9 @@ Why: the bundled model (`answer/ranker.onnx`) is trained on the development sets
 by the in-sample figures is judged against a model fitted to the old candidates: any change to the candidates
 regresses it toward the out-of-sample figure, so a good change can look bad and a change that only keeps the old
 candidates in place looks safe. Here, for each archive (the sets that share an index), a model is trained on the
-other archives' sets (`ranker_fit.train`, the bundled model's settings), minus --exclude, and the archive's sets
-named by --judge are answered with it (`heldout_run.measure`, the figures `nbrecall eval --answers` gives).
+other archives' sets (`ranker_fit.train_model`, the bundled model's settings and size), minus --exclude, and the
+archive's sets named by --judge are answered with it (`heldout_run.measure`, the figures `nbrecall eval --answers`
+gives).
 
     .venv/bin/python bench/out_of_archive.py --cache /tmp/rank --exclude L,M,N --judge eval,AD,eval2,ACE \\
         --set eval=/tmp/ev/c:../shared/eval/queries.jsonl:../shared/corpus \\
@@ -26,7 +27,7 @@ from pathlib import Path
 from answer_ablation import open_archive, set_spec  # bench/, beside this script
 from heldout_run import measure
 from nbrecall.search.evaluate import load_queries, resolve_copies
-from ranker_fit import archive_of, questions, train, write
+from ranker_fit import ENSEMBLE, archive_of, members, questions, train_model, write
 
 
 def main() -> None:
@@ -36,6 +37,8 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="the folder answer_ablation.py caches its searches in")
     parser.add_argument("--judge", default="", metavar="SET,SET,…", help="the sets answered (default: all)")
     parser.add_argument("--exclude", default="", metavar="SET,SET,…", help="sets never trained on")
+    parser.add_argument("--ensemble", type=int, default=ENSEMBLE, metavar="N",
+                        help=f"each model the mean of N bagged boosters, as ranker_fit.py builds (default {ENSEMBLE})")
     args = parser.parse_args()
     judged = {s for s in args.judge.split(",") if s}
     exclude = {s for s in args.exclude.split(",") if s}
@@ -52,7 +55,7 @@ def main() -> None:
             training = [q for q in items if q.archive != archive_key and q.set_name not in exclude]
             if archive_key not in models:
                 models[archive_key] = Path(tmp) / f"model{len(models)}.onnx"
-                write(train(training), training, set(), models[archive_key])
+                write(train_model(training, members(args.ensemble)), training, set(), models[archive_key])
             archive = open_archive(index)
             archive.settings.answer.ranker_model = str(models[archive_key])
             queries = load_queries(queries_path)
