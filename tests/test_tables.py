@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nbrecall.notebook.tables import TableSummary, dataframe_html_to_summary, html_table_to_summary
+from nbrecall.notebook.tables import TableSummary, column_types, dataframe_html_to_summary, html_table_to_summary
 
 STYLE = """<style scoped>
     .dataframe tbody tr th:only-of-type {
@@ -169,3 +169,14 @@ def test_spans_cannot_blow_up_the_grid() -> None:
     wide = "<table><tr>" + "<td colspan=1000>x</td>" * 2000 + "</tr><tr><td>1</td></tr></table>"
     s = html_table_to_summary(wide)
     assert s is not None and s.truncated and s.n_cols <= 200_000
+
+
+@pytest.mark.parametrize(("row", "types"), [
+    (["str", "f64", "i64"], True),  # polars' line under the column names
+    (["datetime[ns]", "f64"], True),
+    (["date", "time"], False),  # names a table may well have
+    (["model", "rmse"], False),
+    (["", ""], False),
+])
+def test_a_line_of_column_types_is_told_from_a_line_of_names(row: list[str], types: bool) -> None:
+    assert column_types(row) is types

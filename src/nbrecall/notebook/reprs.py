@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from nbrecall.notebook.printed import NUMBER, to_number
-from nbrecall.notebook.tables import COLUMN_TYPE
+from nbrecall.notebook.tables import column_types
 
 __all__ = ["AlignedTable", "aligned_tables", "call_entries", "dict_entries", "drawn_tables", "grid_values",
            "numpy_scalars", "pipe_table", "series_entries", "unit_reprs"]
@@ -247,46 +247,52 @@ def aligned_tables(lines: list[str]) -> list[AlignedTable]:
 
 
 def _elided(row: list[str]) -> bool:
+    """A row of `…` (the printer left rows out)."""
     return all(c in ("...", "…", "") for c in row)
 
 
+def _rule_row(row: list[str]) -> bool:
+    """A row that only draws a rule (`|---|:--:|`, `+===+`)."""
+    return set("".join(row)) <= set("-:+= ")
+
+
+def _numbered(row: list[str]) -> bool:
+    """A row with a number after its first cell: a row of the body."""
+    return any(to_number(c) is not None for c in row[1:])
+
+
 def pipe_table(lines: list[str], header_lines: int | None = None) -> tuple[list[str], list[list[str]]] | None:
-    """A table printed with `|` between its columns: (header, rows). The body rows share one width; the last
-    header line of that width above them names the columns (polars' line of column types excepted), and a header
-    line of another width spans them (`% error` over `m11 | m22`) and is added to each name; rows of `…` (elided by
-    the printer) are left out. The lines above the table's first rule are its header: a markdown table's `|---|`
-    rule, or a drawn table's first rule inside its frame (`header_lines`, `drawn_tables`); without a rule a line is a
-    header when it holds no number after its first cell."""
+    """A table printed with `|` between its columns: (header, rows). The body rows share one width. The lines above
+    the table's first rule are its header (a markdown table's `|---|` rule, or, given as `header_lines`, a drawn
+    table's first rule inside its frame: `drawn_tables`), and the last of them of the body's width names the columns
+    (polars' line of column types excepted); without a rule the header is the lines above the first row that hold
+    no number after their first cell, and the first of them names the columns (the others are as likely rows without
+    a number, `Memory address | 0x07fbe29d69cf8`, as more names). A header line of another width spans the columns
+    (`% error` over `m11 | m22`) and is added to each name; rows of `…` are left out."""
     rows = [[c.strip() for c in line.strip().split("|")] for line in lines]
     # an outer rule is one every line has: a row that alone ends in `|` has an empty last cell (lines are stripped)
     lead = all(line.lstrip().startswith("|") for line in lines)
     trail = all(line.rstrip().endswith("|") for line in lines)
     rows = [r[1 if lead and len(r) > 1 else 0 : -1 if trail and len(r) > 2 else None] for r in rows]
-    ruled = next((k for k, r in enumerate(rows) if k and r and set("".join(r)) <= set("-:+= ")), None)
-    if header_lines is None and ruled is not None:
-        header_lines = ruled  # a markdown table: the lines above its `|---|` rule are its header
+    if header_lines is None:
+        header_lines = next((k for k, r in enumerate(rows) if k and r and _rule_row(r)), None)
     if header_lines is None:
         rows = [r for r in rows if not _elided(r)]
-        body = [r for r in rows if any(to_number(c) is not None for c in r[1:])
-                and not set("".join(r)) <= set("-:+ ")]
-        above = rows[: rows.index(body[0])] if body else []  # the lines above the first row name the columns
-        headers = [r for r in above if not any(to_number(c) is not None for c in r[1:])
-                   and not set("".join(r)) <= set("-:+= ")]
+        body = [r for r in rows if _numbered(r) and not _rule_row(r)]
+        above = rows[: rows.index(body[0])] if body else []
+        headers = [r for r in above if not _numbered(r) and not _rule_row(r)]
     else:
-        body = [r for r in rows[header_lines:] if not _elided(r) and any(to_number(c) is not None for c in r[1:])
-                and not set("".join(r)) <= set("-:+= ")]
-        headers = [r for r in rows[:header_lines] if not _elided(r) and not set("".join(r)) <= set("-:+= ")]
+        body = [r for r in rows[header_lines:] if not _elided(r) and _numbered(r) and not _rule_row(r)]
+        headers = [r for r in rows[:header_lines] if not _elided(r) and not _rule_row(r)]
     if len(body) < 2:
         return None
     width = len(body[0])
     if width < 2 or any(len(r) != width for r in body):
         return None
-    named = [r for r in headers if len(r) == width and not all(COLUMN_TYPE.fullmatch(c) for c in r if c)]
+    named = [r for r in headers if len(r) == width and not column_types(r)]
     if not named:
         return None
     spanning = " ".join(c for r in headers if len(r) != width for c in r if c and not set(c) <= set("-:+= "))
-    # under a rule the last line of names is the columns' own (the ones above span them); without one, the first:
-    # the lines after it are as likely rows without a number (`Memory address | 0x07fbe29d69cf8`) as more names
     names = named[-1] if header_lines is not None else named[0]
     header = [f"{name} ({spanning})" if spanning and name and j else name for j, name in enumerate(names)]
     return header, body
@@ -316,13 +322,12 @@ def _border(line: str) -> bool:
 
 def drawn_tables(lines: list[str]) -> list[AlignedTable]:
     """Tables drawn with borders: a run of lines that are either borders or rows whose every `|` is a column rule,
-    holding at least one border with no `|` in it (`+---+---+`, `┌───┬───┐`: a frame, not a pipe
-    table's `|---|` rule). The rows are
-    read as a pipe table (`pipe_table`), the borders left out, polars' line of column types too; the lines above the
-    first rule inside the frame are the header (a header may hold numbers, `DataLoader 0`, and a first row may hold
-    none, `0 │ _backbone │ 42.4 K`); `first` and `last`
-    are the run's first and last lines, so that the reader skips them all. A run that does not read as a table
-    (boxes around `key = value` pairs, a drawn tree) is not returned and its lines are read one by one as before.
+    holding at least one border with no `|` in it (`+---+---+`, `┌───┬───┐`: a frame, not a pipe table's `|---|`
+    rule). The rows are read as a pipe table (`pipe_table`), the borders left out, polars' line of column types too;
+    the lines above the first rule inside the frame are the header (a header may hold numbers, `DataLoader 0`, and a
+    first row may hold none, `0 │ _backbone │ 42.4 K`). `first` and `last` are the run's first and last lines, so
+    that the reader skips them all. A run that does not read as a table (boxes around `key = value` pairs, a drawn
+    tree) is not returned and its lines are read one by one as before.
 
     Why: tabulate, prettytable, rich (Keras 3's `model.summary()`) and polars print tables this way; read line by
     line, `│ ridge │ 1.234 │ 10 │` named 10 `ridge | 1.234 |` instead of `ridge · n`."""

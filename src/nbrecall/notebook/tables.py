@@ -19,8 +19,8 @@ from typing import Any
 import lxml.html
 
 __all__ = [
-    "COLUMN_TYPE",
     "TableSummary",
+    "column_types",
     "dataframe_html_to_summary",
     "html_table_to_summary",
     "is_dataframe_html",
@@ -37,7 +37,7 @@ _DATE_RE = re.compile(
 )
 # A column's type as polars writes it under the column's name, in its HTML and its printed frame (`f64`, `str`,
 # `datetime[ns]`, `list[i64]`): a line of these is the frame's types, not a second level of names.
-COLUMN_TYPE = re.compile(
+_COLUMN_TYPE = re.compile(
     r"(?:[iu](?:8|16|32|64|128)|f(?:16|32|64)|str|bool|date|time|null|object|binary|cat|enum|decimal|"
     r"(?:datetime|duration|list|array|struct|decimal|enum)\[[^\]]*\])"
 )
@@ -294,7 +294,7 @@ def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]], bool]:
     ):
         return [], [], False  # a table without any text is not a table
     grid = [row + [""] * (width - len(row)) for row in grid]
-    levels = [row for row in grid[:n_head] if not _types_row(row)]
+    levels = [row for row in grid[:n_head] if not column_types(row)]
     body = grid[n_head:]
     if len(levels) < n_head:  # polars: its header's last row holds the types, and it quotes strings in cells
         body = [[_unquoted(text) for text in row] for row in body]
@@ -302,11 +302,12 @@ def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]], bool]:
     return headers, body, cut
 
 
-def _types_row(row: list[str]) -> bool:
-    """A header row that gives each column's type (polars' second header row), not a level of names: every cell a
-    type, and one at least that no name looks like (`f64`, `str`, `list[i64]`; a level of `date`, `time` is names)."""
+def column_types(row: list[str]) -> bool:
+    """A header row that gives each column's type (polars' line under the names, in its HTML and its printed frame),
+    not a level of names: every cell a type, and one at least that no name looks like (`f64`, `str`, `list[i64]`; a
+    line of `date`, `time` is names)."""
     cells = [text for text in row if text]
-    return bool(cells) and all(COLUMN_TYPE.fullmatch(text) for text in cells) and any(
+    return bool(cells) and all(_COLUMN_TYPE.fullmatch(text) for text in cells) and any(
         text == "str" or re.search(r"\d|\[", text) for text in cells)
 
 
