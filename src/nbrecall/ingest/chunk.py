@@ -67,7 +67,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     letter alone after a stated number is a unit symbol (`is 0.808 A.`), not the article
 # 26: a NumPy 2 scalar repr (`np.float64(0.93)`) is read as its number
 # 27: a table drawn with borders (tabulate, prettytable, rich and Keras 3 summaries, polars) is read as a table, its
-#     numbers named by row and column; polars' line of column types is no level of names (text and HTML)
+#     numbers named by row and column; polars' line of column types is no level of names (text and HTML); a pipe
+#     table's header is the lines above its `|---|` rule; a word followed by `'s` after a value is no unit
 CHUNKER_VERSION = 27
 
 _SCALAR_MAX_CHARS = 160

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import islice
 
 from nbrecall.notebook.printed import NUMBER, to_number
 from nbrecall.notebook.tables import column_types
@@ -334,33 +335,31 @@ def drawn_tables(lines: list[str]) -> list[AlignedTable]:
     found: list[AlignedTable] = []
     i = 0
     while i < len(lines):
-        j = i
-        framed = False
-        while j < len(lines):
-            line = lines[j].translate(_COLUMN_RULES)
-            if _border(line):
-                framed = framed or "|" not in line
-            elif line.count("|") < 1:
+        rows: list[tuple[str, bool]] = []  # the run's lines with their rules read as `|`, and whether each only draws
+        for printed in islice(lines, i, None):
+            line = printed.translate(_COLUMN_RULES)
+            border = _border(line)
+            if not border and "|" not in line:
                 break
-            j += 1
-        rows = [lines[k].translate(_COLUMN_RULES) for k in range(i, j)]
-        content = [r for r in rows if not _border(r)]
-        if j - i >= 3 and framed and all(_ruled(r) for r in content):
-            # the first rule inside the frame, under a line of content, ends the header
+            rows.append((line, border))
+        content = [line for line, border in rows if not border]
+        framed = any(border and "|" not in line for line, border in rows)
+        if len(rows) >= 3 and framed and all(_ruled(line) for line in content):
+            # the first rule inside the frame, under a line of content, ends the header; a rule under every line of
+            # content is the frame's bottom, and the header is then found as a pipe table's is
             seen = 0
             header_lines = None
-            for row in rows:
-                if not _border(row):
+            for _, border in rows:
+                if not border:
                     seen += 1
                 elif seen:
-                    header_lines = seen
+                    header_lines = seen if seen < len(content) else None
                     break
-            table = pipe_table(content, header_lines if header_lines is not None and header_lines < len(content)
-                               else None)
+            table = pipe_table(content, header_lines)
             if table is not None:
                 header, body = table
-                found.append(AlignedTable(i, j - 1, header, body))
-                i = j
+                found.append(AlignedTable(i, i + len(rows) - 1, header, body))
+                i += len(rows)
                 continue
-        i = max(j, i + 1)
+        i += max(len(rows), 1)
     return found
