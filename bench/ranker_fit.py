@@ -97,12 +97,10 @@ class Ensemble:
         return np.mean([b.predict(rows) for b in self.boosters], axis=0)
 
 
-def members(size: int, run: int = 1) -> list[int] | None:
-    """The seeds of the `run`-th model of `size` boosters (None: the one unbagged booster of `SETTINGS`, size 1 and
-    run 1, the single model of earlier sessions); runs never share a seed."""
-    if size <= 1 and run == 1:
-        return None
-    return list(range((run - 1) * size + 1, run * size + 1))
+def members(size: int) -> list[int] | None:
+    """The seeds of a model of `size` boosters, 1…size (None for size 1: the one unbagged booster of `SETTINGS`, the
+    single model of earlier sessions)."""
+    return None if size <= 1 else list(range(1, size + 1))
 
 
 def train_model(items: list[Question], seeds: list[int] | None) -> Ensemble:
@@ -129,7 +127,7 @@ def seed_spread(items: list[Question], test: set[str], runs: int, size: int = 1)
     and 8 among the first three."""
     found = []
     for run in range(1, runs + 1):
-        seeds = list(range((run - 1) * size + 1, run * size + 1))
+        seeds = list(range((run - 1) * size + 1, run * size + 1))  # bagged even for size 1; runs share no seed
         scores = unseen_scores(items, test, seeds)
         found.append(hits(items, lambda q, s=scores: np.argsort(-s[id(q)], kind="stable")))
     ones, threes = np.array([f[0] for f in found]), np.array([f[1] for f in found])
@@ -241,15 +239,14 @@ def merged_trees(models: list[Any]) -> Any:
     import onnx
 
     first = models[0]
-    node = next(n for n in first.graph.node if n.op_type == "TreeEnsembleRegressor")
+    node, *others = (next(n for n in m.graph.node if n.op_type == "TreeEnsembleRegressor") for m in models)
+    if others and any(a.name == "base_values" for regressor in (node, *others) for a in regressor.attribute):
+        raise ValueError("a regressor with base values: the mean of the models is not the mean of their trees")
     listed = {a.name: list(onnx.helper.get_attribute_value(a)) for a in node.attribute
               if a.name.startswith(("nodes_", "target_"))}
     offset = 1 + max(listed["nodes_treeids"])
-    for other in models[1:]:
-        extra = next(n for n in other.graph.node if n.op_type == "TreeEnsembleRegressor")
+    for extra in others:
         more = {a.name: onnx.helper.get_attribute_value(a) for a in extra.attribute}
-        if more.get("base_values") or any(a.name == "base_values" for a in node.attribute):
-            raise ValueError("a regressor with base values: the mean of the models is not the mean of their trees")
         for name in listed:
             ids = name in ("nodes_treeids", "target_treeids")
             listed[name].extend([t + offset for t in more[name]] if ids else more[name])
