@@ -151,6 +151,23 @@ def test_classify(question: str, kind: str) -> None:
     assert read_question(question).kind == kind
 
 
+@pytest.mark.parametrize(
+    ("question", "subject"),
+    [
+        # a setting, then the ask after the last separator: the ask names what is wanted
+        ("Short sampler run on the first event with default priors: median chirp mass?", ["median", "chirp", "mass"]),
+        ("Ridge regression on the salary data; test MSE?", ["test", "mse"]),
+        # an interrogative opens the ask wherever it stands
+        ("Fuel oil in 2 inch pipe: what psi drop do we get?", ["psi", "drop"]),
+        # keywords in one run, or a separator with no question after it: the first noun phrase
+        ("dew temperature of the ternary vapor at 2 bar", ["dew", "temperatur"]),
+        ("mooring line tension: storm case", ["moor", "line", "tension"]),
+    ],
+)
+def test_the_subject_is_what_the_asking_clause_names(question: str, subject: list[str]) -> None:
+    assert read_question(question).subject == subject
+
+
 def test_value_from_a_printed_line(archive: Archive) -> None:
     found = ask(archive, "what total ballast volume did we use aft")
     assert found.mode == "extractive" and found.kind == "value"

@@ -115,6 +115,18 @@ class Question:
     error: bool = False  # quotes an exception or warning class (`TypeError: …`): an error pasted in
 
 
+# A setting, then the ask after a clause separator, ending in a question mark ("Short bilby run on GW150914 with
+# the default priors: median chirp mass?"): the last clause names what is asked for.
+_SETTING_THEN_ASK = re.compile(r"[:;]\s+(?P<ask>[^:;]*?)\s*\?\s*$")
+
+
+def _ask_after_setting(text: str) -> str:
+    """The clause a question without an interrogative asks with: after its last `:` or `;` when a question mark
+    ends it and it holds a term, else the whole text (keywords typed in one run name the thing asked first)."""
+    found = _SETTING_THEN_ASK.search(text)
+    return found.group("ask") if found and question_terms(found.group("ask")) else text
+
+
 def read_question(text: str) -> Question:
     """The kind of answer `text` asks for, its terms and what kind of value it names."""
     text = " ".join(text.split())
@@ -140,7 +152,7 @@ def read_question(text: str) -> Question:
                      if m.group().lower() in _NUMBER_WORDS else m.group(), kept)
     found = [t for t in question_terms(spelled) if t not in excluded] or question_terms(text)
     asking = _INTERROGATIVE.search(spelled)  # "Fuel oil in 2 inch pipe: what psi drop do we get …"
-    opening = spelled[asking.start():] if asking else spelled
+    opening = spelled[asking.start():] if asking else _ask_after_setting(spelled)
     for _ in range(2):  # "what was the …"
         opening = _ASKING_OPENERS.sub("", opening, count=1)
     head = _SUBJECT_END.split(opening, maxsplit=1)[0]
