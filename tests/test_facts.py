@@ -216,6 +216,18 @@ def test_a_result_is_named_by_its_expression_and_a_dict_by_its_keys(tmp_path: Pa
     assert next(f for f in facts if f.label == "vessel.R_tot").shown == "vessel.R_tot = 146.2086"
 
 
+def test_a_dict_pretty_printed_over_several_lines_is_still_one_dict(tmp_path: Path) -> None:
+    # IPython prints a dict wider than the console one entry per line; each key still names its value
+    facts = facts_of(tmp_path, [
+        code("main_effects", 1, [result("{'x1': 0.4046972807643724,\n 'x2': 0.3009852695451654,\n"
+                                        " 'x3': -0.0023884465643922046}", 1)]),
+    ])
+    shown = [(f.origin, f.label, f.value) for f in facts]
+    assert ("entry", "'x2'", "0.3009852695451654") in shown, shown
+    assert ("entry", "'x3'", "-0.0023884465643922046") in shown, shown
+    assert not any(f.label.startswith("{") for f in facts), shown
+
+
 def test_a_numpy_2_scalar_repr_is_read_as_its_number(tmp_path: Path) -> None:
     # NumPy 2 prints a scalar as `np.float64(0.93)`; NumPy 1 printed `0.93`: the value is the number either way
     facts = facts_of(tmp_path, [

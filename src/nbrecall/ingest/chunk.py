@@ -69,7 +69,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 27: a table drawn with borders (tabulate, prettytable, rich and Keras 3 summaries, polars) is read as a table, its
 #     numbers named by row and column; polars' line of column types is no level of names (text and HTML); a pipe
 #     table's header is the lines above its `|---|` rule; a word followed by `'s` after a value is no unit
-CHUNKER_VERSION = 27
+# 28: a result IPython pretty-prints over several lines as a dict (`{'x1': 0.40,\n 'x2': 0.30}`) is read as a dict
+CHUNKER_VERSION = 28
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

@@ -166,6 +166,13 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[PrintCall]
     code, expr_names = expr
     if origin == "result":
         whole = "\n".join(content).strip()
+        if len(content) > 1 and whole.startswith("{") and whole.endswith("}"):
+            # IPython pretty-prints a dict wider than the console one entry per line: still one dict
+            keyed = dict_entries(whole)
+            for key, value, shown in keyed:
+                acc.add(key, value, shown, "entry", code=code, names=expr_names)
+            if keyed:
+                return
         if len(content) == 1 and NUMBER.search(whole) and len(whole) <= acc.limits.value_chars:
             shown = f"{code} = {whole}" if code else whole
             read = line_facts(whole)
