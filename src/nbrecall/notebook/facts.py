@@ -167,11 +167,13 @@ def _text_facts(acc: _CellFacts, text: str, origin: str, prints: list[PrintCall]
     if origin == "result":
         whole = "\n".join(content).strip()
         if len(content) > 1 and whole.startswith("{") and whole.endswith("}"):
-            # IPython pretty-prints a dict wider than the console one entry per line: still one dict
+            # IPython pretty-prints a dict wider than the console one entry per line: still one dict. Only a dict
+            # of numbers, one entry per line; anything else (nested values, objects' reprs with their settings, a
+            # key holding a comma) is read line by line as before, which keeps the numbers inside
             keyed = dict_entries(whole)
-            for key, value, shown in keyed:
-                acc.add(key, value, shown, "entry", code=code, names=expr_names)
-            if keyed:
+            if len(keyed) == len(content) and all(to_number(v) is not None for _, v, _ in keyed):
+                for key, value, shown in keyed:
+                    acc.add(key, value, shown, "entry", code=code, names=expr_names)
                 return
         if len(content) == 1 and NUMBER.search(whole) and len(whole) <= acc.limits.value_chars:
             shown = f"{code} = {whole}" if code else whole
