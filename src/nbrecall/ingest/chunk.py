@@ -69,7 +69,7 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 27: a table drawn with borders (tabulate, prettytable, rich and Keras 3 summaries, polars) is read as a table, its
 #     numbers named by row and column; polars' line of column types is no level of names (text and HTML); a pipe
 #     table's header is the lines above its `|---|` rule; a word followed by `'s` after a value is no unit
-# 28: a result IPython pretty-prints over several lines as a dict (`{'x1': 0.40,\n 'x2': 0.30}`) is read as a dict
+# 28: a dict of numbers IPython pretty-prints one entry per line (`{'x1': 0.40,\n 'x2': 0.30}`) is read as one dict
 CHUNKER_VERSION = 28
 
 _SCALAR_MAX_CHARS = 160
