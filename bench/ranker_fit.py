@@ -203,12 +203,15 @@ def main() -> None:
     test = {t for t in args.test.split(",") if t}
     by_hand = lambda q: np.arange(len(q.right))  # noqa: E731 - the score's own order
 
+    seeds = members(args.ensemble)
+    trained = [q for q in items if q.set_name not in test]  # what the written model learns from
+
     print(f"{len(items)} value questions, {sum(len(q.right) for q in items)} candidates, {len(FEATURES)} features")
     if args.final_only:
-        write(train_model([q for q in items if q.set_name not in test], members(args.ensemble)), items, test, args.out)
+        write(train_model(trained, seeds), items, test, args.out)
         return
     print("Each archive ordered by a model trained on the other archives (top-1, top-3; the score's order → learned):")
-    unseen = unseen_scores(items, test, members(args.ensemble))  # from a model that never saw the question's archive
+    unseen = unseen_scores(items, test, seeds)  # from a model that never saw the question's archive
     total = [0, 0, 0, 0, 0]
     for name in names:
         chosen = [q for q in items if q.set_name == name]
@@ -222,7 +225,7 @@ def main() -> None:
         seed_spread(items, test, args.seeds, args.ensemble)
 
     calibrate(items, unseen, names, test)
-    final = train_model([q for q in items if q.set_name not in test], members(args.ensemble))
+    final = train_model(trained, seeds)
     for name in sorted(test & set(names)):
         chosen = [q for q in items if q.set_name == name]
         base = hits(chosen, by_hand)

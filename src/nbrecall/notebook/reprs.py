@@ -293,7 +293,7 @@ def pipe_table(lines: list[str], header_lines: int | None = None) -> tuple[list[
     named = [r for r in headers if len(r) == width and not column_types(r)]
     if not named:
         return None
-    spanning = " ".join(c for r in headers if len(r) != width for c in r if c and not set(c) <= set("-:+= "))
+    spanning = " ".join(c for r in headers if len(r) != width for c in r if c and not _rule_row([c]))
     names = named[-1] if header_lines is not None else named[0]
     header = [f"{name} ({spanning})" if spanning and name and j else name for j, name in enumerate(names)]
     return header, body
