@@ -274,7 +274,12 @@ def write(final: Ensemble, items: list[Question], test: set[str], out: Path) -> 
     converted = [onnxmltools.convert_lightgbm(b, initial_types=[("features", shape)], target_opset=15)
                  for b in final.boosters]
     onnx_model = merged_trees(converted)
-    onnx_model.graph.name = "nbrecall_value_ranker"  # the converter names it at random: same model, same bytes
+    # the converter names the graph at random and lists its opsets in an order that varies between processes:
+    # fixed here, so that the same model is the same bytes (a refactor is checked with `cmp`)
+    onnx_model.graph.name = "nbrecall_value_ranker"
+    opsets = sorted(onnx_model.opset_import, key=lambda o: o.domain)
+    del onnx_model.opset_import[:]
+    onnx_model.opset_import.extend(opsets)
     payload = onnx_model.SerializeToString()
     rows = np.vstack([q.rows for q in items])
     session = onnxruntime.InferenceSession(payload, providers=["CPUExecutionProvider"])
