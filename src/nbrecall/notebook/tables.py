@@ -10,13 +10,13 @@ ones the notebook showed; types are inferred from those strings here, not by a C
 from __future__ import annotations
 
 import copy
-import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import lxml.html
+
+from nbrecall.notebook.table_text import infer_dtype, markdown_table, shape_text, table_sentence
 
 __all__ = [
     "TableSummary",
@@ -28,13 +28,6 @@ __all__ = [
 ]
 
 _ELLIPSIS = {"...", "…"}
-_MISSING = {"", "nan", "NaN", "None", "NaT", "<NA>", "null", "NULL", "NA", "N/A"}
-_INT_RE = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)")
-_FLOAT_RE = re.compile(r"[+-]?(?:(?:\d+|\d{1,3}(?:,\d{3})+)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?inf")
-_BOOL = {"True", "False", "true", "false"}
-_DATE_RE = re.compile(
-    r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?(?:Z|[+-]\d{2}:?\d{2})?"
-)
 # A column's type as polars writes it under the column's name, in its HTML and its printed frame (`f64`, `str`,
 # `datetime[ns]`, `list[i64]`): a line of these is the frame's types, not a second level of names.
 _COLUMN_TYPE = re.compile(
@@ -42,7 +35,6 @@ _COLUMN_TYPE = re.compile(
     r"(?:datetime|duration|list|array|struct|decimal|enum)\[[^\]]*\])"
 )
 _FOOTER_RE = re.compile(r"([\d,]+)\s+rows?\s*[×xX]\s*([\d,]+)\s+columns?")
-_MAX_CELL_CHARS = 80
 _WHITESPACE_RE = re.compile(r"[\r\n]+|\s{2,}")
 _ANY_TEXT_RE = re.compile(r"[^\n]")
 _MAX_COLSPAN = 1000  # the HTML standard's limits
@@ -75,7 +67,7 @@ class TableSummary:
 
     def shape_line(self) -> str:
         """`shape: 3 rows × 2 columns · index: id · dtypes: a int, b float` — for chunk and markdown text."""
-        parts = [f"shape: {_shape(self.n_rows, self.n_cols)}"]
+        parts = [f"shape: {shape_text(self.n_rows, self.n_cols)}"]
         if self.rows_shown < self.n_rows:
             parts[0] += f" ({self.rows_shown} rows shown)"
         if self.index_name:
@@ -352,15 +344,15 @@ def _summarise(table: Any, max_rows: int) -> TableSummary | None:
 
     columns = [names[j] for j in value_cols]
     values = [[(r[j] if j < len(r) else "") for r in data_rows] for j in value_cols]
-    dtypes = [_infer_dtype(v) for v in values]
+    dtypes = [infer_dtype(v) for v in values]
 
     footer = _footer_shape(table)
     n_rows, n_cols = footer if footer else (len(data_rows), len(columns))
     truncated = bool(ellipsis_cols) or any(ellipsis_rows) or n_rows > len(data_rows) or cut
     index_name = " / ".join(n for n in index_names if n) or None
 
-    markdown = _markdown(index_names, names[depth:], body[:max_rows], n_grid)
-    summary = _sentence(n_rows, n_cols, columns, dtypes, values, partial=n_rows > len(data_rows))
+    markdown = markdown_table(index_names, names[depth:], body[:max_rows], n_grid)
+    summary = table_sentence(n_rows, n_cols, columns, dtypes, values, partial=n_rows > len(data_rows))
     return TableSummary(columns=columns, dtypes=dtypes, n_rows=n_rows, n_cols=n_cols, index_name=index_name,
                         markdown=markdown, summary=summary, rows_shown=len(data_rows), truncated=truncated,
                         header=[*index_names, *names[depth:]],
@@ -375,96 +367,3 @@ def _dedupe(levels: list[str]) -> list[str]:
         if level and (not out or out[-1] != level):
             out.append(level)
     return out
-
-
-# ---------------------------------------------------------------------------------------------------------
-# types, markdown, sentence
-
-
-def _infer_dtype(values: list[str]) -> str:
-    """"int", "float", "bool", "datetime" or "text" from the displayed strings (missing markers ignored)."""
-    present = [v.strip() for v in values if v.strip() not in _MISSING]
-    if not present:
-        return "text"
-    if all(_INT_RE.fullmatch(v) for v in present):
-        return "int"
-    if all(_FLOAT_RE.fullmatch(v) for v in present):
-        return "float"
-    if all(v in _BOOL for v in present):
-        return "bool"
-    if all(_is_datetime(v) for v in present):
-        return "datetime"
-    return "text"
-
-
-def _is_datetime(value: str) -> bool:
-    if not _DATE_RE.fullmatch(value):
-        return False
-    try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return True
-
-
-def _to_float(value: str) -> float | None:
-    text = value.strip().replace(",", "")
-    if text in _MISSING:
-        return None
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def format_number(x: float) -> str:
-    """A mean as a person would write it: 1267.7, 0.43355, 2, 123456.7, 1.2346e+15."""
-    if x == 0:
-        return "0"
-    if 1e4 <= abs(x) < 1e12:
-        return f"{x:.1f}"
-    return f"{x:.5g}"
-
-
-def _shape(n_rows: int, n_cols: int) -> str:
-    rows = "row" if n_rows == 1 else "rows"
-    cols = "column" if n_cols == 1 else "columns"
-    return f"{n_rows} {rows} × {n_cols} {cols}"
-
-
-def _sentence(n_rows: int, n_cols: int, columns: list[str], dtypes: list[str], values: list[list[str]],
-              partial: bool) -> str:
-    """`3 rows × 2 columns; volume_m3 mean 1267.7` — means of the first three numeric columns."""
-    means: list[str] = []
-    for name, dtype, column in zip(columns, dtypes, values, strict=True):
-        if dtype not in ("int", "float"):
-            continue
-        numbers = [n for n in (_to_float(v) for v in column) if n is not None]
-        if numbers:
-            means.append(f"{name or '(unnamed)'} mean {format_number(sum(numbers) / len(numbers))}")
-        if len(means) == 3:
-            break
-    text = _shape(n_rows, n_cols)
-    if means:
-        text += "; " + ", ".join(means)
-        if partial:
-            text += " (over the rows shown)"
-    return text
-
-
-def _md_cell(text: str) -> str:
-    text = " ".join(text.split())
-    if len(text) > _MAX_CELL_CHARS:
-        text = text[: _MAX_CELL_CHARS - 1] + "…"
-    return text.replace("\\", "\\\\").replace("|", "\\|")
-
-
-def _markdown(index_names: list[str], column_names: list[str], rows: list[list[str]], width: int) -> str:
-    """GitHub table of the displayed rows, index first; "..." rows and columns stay where pandas put them."""
-    header = [_md_cell(n) for n in index_names] + [_md_cell(n) for n in column_names]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * width]
-    for row in rows:
-        cells = [_md_cell(row[j] if j < len(row) else "") for j in range(width)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
