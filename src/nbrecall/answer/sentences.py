@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from nbrecall.answer.question import Question
 from nbrecall.answer.types import Answer, Citation
 from nbrecall.index.terms import Weights, term_set, terms
+from nbrecall.notebook.headings import heading_paths
 from nbrecall.records import CellRecord
 from nbrecall.search.retrieve import NotebookResult, SearchResult
 
@@ -78,12 +79,10 @@ class _Sentence:
 
 
 def _candidates(result: SearchResult, archive: Archive, top: int = 3) -> list[_Sentence]:
-    from nbrecall.answer.places import heading_paths
-
     found: list[_Sentence] = []
     for rank, nb in enumerate(result.notebooks[:top]):
         cells = archive.manifest.cells(nb.nb_sha)
-        headings = heading_paths(cells)
+        headings = heading_paths((c.idx, c.cell_type == "markdown", c.source) for c in cells)
         wanted = set(nb.cell_scores) | {c.idx for c in nb.neighbourhood}
         for cell in cells:
             if cell.cell_type != "markdown" or (rank > 0 and cell.idx not in wanted):
