@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from nbrecall.notebook.model import Cell
 from nbrecall.notebook.printed import to_number
+from nbrecall.notebook.reprs import grid_values
 
 # A label that holds a letter names something (`', '` or a bare `1719/1719` does not).
 LETTER = re.compile(r"[^\W\d_]")
@@ -96,3 +97,10 @@ class CellFacts:
             shown=shown.strip().replace("\n", " ")[:300], unit=unit, code=code, names=" ".join(names)[:160],
             heading=self.heading, sentence=self.sentence, origin=origin, number=to_number(value), stale=self.stale,
         ))
+
+    def add_table(self, header: list[str], rows: list[list[str]], depth: int, code: str = "",
+                  names: Iterable[str] = ()) -> None:
+        """A table's numbers, each named by its row and column (`reprs.grid_values`), at most `limits.per_table`
+        of them: an HTML table, a pipe table, an aligned or a drawn one alike."""
+        for label, value, shown in grid_values(header, rows, depth)[: self.limits.per_table]:
+            self.add(label, value, shown, "table", code=code, names=names)

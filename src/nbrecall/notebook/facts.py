@@ -27,8 +27,6 @@ from nbrecall.notebook.model import Cell, Notebook, Output
 from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, head_tail, stream_text, strip_ansi
 from nbrecall.notebook.printed import OBJECT_REPR, latex_row, latex_text, timing_reports
 from nbrecall.notebook.printing import last_expression, print_calls, timed_statements
-from nbrecall.notebook.reprs import grid_values
-from nbrecall.notebook.tables import TableSummary
 from nbrecall.notebook.text_facts import text_facts
 
 __all__ = ["Fact", "FactLimits", "cell_facts", "extract_facts"]
@@ -166,7 +164,7 @@ def cell_facts(
                 text_facts(acc, text, "line", prints, expr)
         elif output.output_type in ("execute_result", "display_data"):
             if shown.kind == "table" and shown.table is not None:
-                _table_facts(acc, shown.table, expr)
+                acc.add_table(shown.table.header, shown.table.rows, shown.table.depth, *expr)
                 continue
             if shown.kind == "marker":
                 continue
@@ -190,12 +188,6 @@ def cell_facts(
     facts = acc.found
     _mark_final(facts)
     return _bounded(facts, limits.per_cell)
-
-
-def _table_facts(acc: CellFacts, table: TableSummary, expr: tuple[str, list[str]]) -> None:
-    code, names = expr
-    for label, value, shown in grid_values(table.header, table.rows, table.depth)[: acc.limits.per_table]:
-        acc.add(label, value, shown, "table", code=code, names=names)
 
 
 

@@ -16,7 +16,6 @@ from nbrecall.notebook.reprs import (
     call_entries,
     dict_entries,
     drawn_tables,
-    grid_values,
     numpy_scalars,
     pipe_table,
     series_entries,
@@ -73,9 +72,7 @@ def text_facts(acc: CellFacts, text: str, origin: str, prints: list[PrintCall], 
     if len(pipes) >= 3 and len(pipes) == len(content):
         table = pipe_table(pipes)
         if table is not None:
-            header, rows = table
-            for label, value, shown in grid_values(header, rows, 1)[: acc.limits.per_table]:
-                acc.add(label, value, shown, "table", code=code, names=expr_names)
+            acc.add_table(*table, 1, code=code, names=expr_names)
             return
     drawn = drawn_tables(content)
     inside = {i for table in drawn for i in range(table.first, table.last + 1)}
@@ -95,8 +92,7 @@ def text_facts(acc: CellFacts, text: str, origin: str, prints: list[PrintCall], 
         names = pr.names if pr else expr_names
         if i in tables:  # a table printed as aligned text: each number named by its row and column
             aligned = tables[i]
-            for label, value, shown in grid_values(aligned.header, aligned.rows, 1)[: acc.limits.per_table]:
-                acc.add(label, value, shown, "table", code=line_code, names=names)
+            acc.add_table(aligned.header, aligned.rows, 1, code=line_code, names=names)
             skip_to, previous = aligned.last, ""
             continue
         stripped = line.strip()
