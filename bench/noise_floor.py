@@ -20,12 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from nbrecall.answer.rerank import model_scores
-from ranker_fit import questions  # bench/, beside this script
+from ranker_fit import hits, questions  # bench/, beside this script
 
 
 def firsts(items: list, rows_of, model: str) -> int:  # type: ignore[no-untyped-def]
-    """Questions whose first candidate under `model`, on the rows `rows_of(question)`, holds the expected value."""
-    return sum(bool(q.right[int(np.argmax(model_scores(rows_of(q), model)))]) for q in items)
+    """Questions whose first candidate under `model`, on the rows `rows_of(question)`, holds the expected value
+    (`ranker_fit.hits`' top-1)."""
+    return hits(items, lambda q: np.argsort(-model_scores(rows_of(q), model), kind="stable"))[0]
 
 
 def jittered(rows: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
