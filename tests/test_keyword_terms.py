@@ -68,3 +68,26 @@ def test_the_postgresql_stop_words_mirror_the_terms_module() -> None:
 
     assert len(PG_STOP_WORDS) == len(set(PG_STOP_WORDS))
     assert set(PG_STOP_WORDS) == STOP_WORDS
+
+
+def test_lancedb_drops_exactly_the_stop_words_both_stores_share(tmp_path: Path) -> None:
+    """`index.terms.STOP_WORDS` (and the PostgreSQL store's copy) were found word by word against LanceDB; a LanceDB
+    release that drops other words (0.41 keeps `not`, `no`, `t`, `won`, ...) changes every BM25 document length,
+    so the two stores' scores part. This names the words that moved, instead of a parity test's score mismatch."""
+    from importlib.metadata import version
+
+    from nbrecall.index.store import LanceStore
+    from nbrecall.index.terms import STOP_WORDS, stem
+    from nbrecall.records import ChunkRow
+
+    probes = sorted(STOP_WORDS) + ["would", "could", "also", "one"]  # the last four: kept by both
+    store = LanceStore(tmp_path / "lance", 4)
+    store.replace_notebooks([], [
+        ChunkRow(chunk_id=f"w{i:03d}", nb_sha=f"n{i}", notebook=f"n{i}.ipynb", root="/r", kind="code", cells=[0],
+                 cell_ids=["a"], anchor=0, anchor_id="a", heading="", text=word, vector=None)
+        for i, word in enumerate(probes)])
+    store.finish_run()
+    moved = sorted(w for w in probes if bool(store.keyword(w, 1, SearchFilters())) == (stem(w) in STOP_WORDS))
+    assert not moved, (f"lancedb {version('lancedb')} no longer drops (or now drops) {moved}: pin the lancedb "
+                       "release index.terms.STOP_WORDS was found against, or change the list with a PostgreSQL "
+                       "migration that tokenizes again")
