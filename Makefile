@@ -5,15 +5,23 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := build/demo
 
-.PHONY: venv system-deps pyodide-runner test test-fast lint typecheck demo clean
+.PHONY: venv lock system-deps pyodide-runner test test-fast lint typecheck demo clean
 
-$(BIN)/nbrecall: pyproject.toml
+$(BIN)/nbrecall: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(BIN)/nbrecall
 
 venv: $(BIN)/nbrecall
+
+# constraints.txt again from the newest releases pyproject.toml admits, in a throw-away virtualenv; then `make test`
+lock:
+	rm -rf build/lock && $(PYTHON) -m venv build/lock
+	build/lock/bin/pip install --quiet --upgrade pip
+	build/lock/bin/pip install --quiet -e '.[dev]'
+	{ sed -n '/^#/p' constraints.txt; build/lock/bin/pip freeze --exclude-editable | grep -v '^nbrecall'; } > constraints.new
+	mv constraints.new constraints.txt && rm -rf build/lock
 
 # Debian packages the browser test (chromium), the re-render sandbox (bubblewrap) and figure OCR (tesseract-ocr,
 # with its English data) use; installed when root.
