@@ -45,5 +45,8 @@ class FakeManifest:
     def paths_of(self, sha: str) -> list[tuple[str, str]]:
         return [("/r", self.path)]
 
+    def paths_of_many(self, shas: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+        return {sha: self.paths_of(sha) if sha == self.sha else [] for sha in shas}
+
     def facts(self, sha: str) -> list[Any]:
         return []

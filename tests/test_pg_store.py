@@ -379,6 +379,7 @@ def _manifest_script(m: SqliteManifest | PgManifest) -> dict[str, object]:
         "contents": m.contents(), "quarantined": m.contents("quarantined"), "shas": m.content_shas(),
         "fingerprints": m.fingerprints(), "indexed": m.indexed_shas(),
         "indexed_among": m.indexed_shas(["sa", "sb", "zz"]), "paths": m.paths_of("sa"),
+        "paths_many": m.paths_of_many(["sa", "sb", "zz"]),
         "cells": m.cells("sa"), "find": m.find_by_path("B.ipynb"), "render_marks": m.render_marks(),
         "render_counts": m.render_counts(), "stats": m.stats(), "pending": m.pending(10),
         "pending_count": m.pending_count(), "first": first,

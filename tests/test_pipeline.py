@@ -213,6 +213,15 @@ def test_identical_files_are_indexed_once_and_every_path_listed(
     result_ = search(index, store, hash_embedder, "catenary pretension anchor lines")
     top = result_.notebooks[0]
     assert sorted(top.paths) == ["copies/mooring copy.ipynb", "projects/2018/18-007/mooring.ipynb"]
+    # the file the chunks were written under goes; the content stays as the other copy and is not indexed again,
+    # yet search names the file that is there (the chunks still hold the first path)
+    (root / top.notebook).unlink()
+    left = next(p for p in top.paths if p != top.notebook)
+    report, store, _ = index_once(root, index, hash_embedder)
+    assert report.notebooks_indexed == 0 and report.notebooks_removed == 0
+    again = search(index, store, hash_embedder, "catenary pretension anchor lines").notebooks[0]
+    assert (again.notebook, again.paths) == (left, [left])
+    assert {h.notebook for h in again.hits} == {left} and {h.root for h in again.hits} == {str(root.resolve())}
 
 
 def test_quarantined_file_is_retried_when_its_content_changes(

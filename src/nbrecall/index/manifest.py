@@ -167,6 +167,18 @@ class SqliteManifest:
             )
         ]
 
+    def paths_of_many(self, shas: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+        """`paths_of` for several contents in one query (a search's hits); a content no file holds maps to []."""
+        wanted = sorted(set(shas))
+        found: dict[str, list[tuple[str, str]]] = {sha: [] for sha in wanted}
+        for start in range(0, len(wanted), 900):  # under SQLite's bound on parameters
+            part = wanted[start:start + 900]
+            rows = self.db.execute(f"SELECT sha256, root, rel FROM files WHERE sha256 IN ({','.join('?' * len(part))})"
+                                   " ORDER BY root, rel", part)
+            for sha, root, rel in rows:
+                found[sha].append((root, rel))
+        return found
+
     def cells(self, sha: str, start: int = 0, stop: int | None = None) -> list[CellRecord]:
         """The recorded cells of a content, in order; `start`/`stop` take one page of them (by cell index)."""
         return [

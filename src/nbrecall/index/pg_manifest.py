@@ -113,6 +113,14 @@ class PgManifest:
         return [(r[0], r[1]) for r in self._all(
             "SELECT root, rel FROM files WHERE sha256 = %s ORDER BY root COLLATE \"C\", rel COLLATE \"C\"", (sha,))]
 
+    def paths_of_many(self, shas: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+        wanted = sorted(set(shas))
+        found: dict[str, list[tuple[str, str]]] = {sha: [] for sha in wanted}
+        for sha, root, rel in self._all("SELECT sha256, root, rel FROM files WHERE sha256 = ANY(%s) "
+                                        "ORDER BY root COLLATE \"C\", rel COLLATE \"C\"", (wanted,)):
+            found[sha].append((root, rel))
+        return found
+
     def cells(self, sha: str, start: int = 0, stop: int | None = None) -> list[CellRecord]:
         return [CellRecord(*r) for r in self._all(
             "SELECT sha256, idx, cell_id, cell_type, execution_count, source, outputs FROM cells "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -367,6 +368,25 @@ def complete_facts(fact_hits: list[StoreHit], hits: list[StoreHit], manifest: Ma
         row.setdefault("anchor_id", "")
 
 
+def at_current_paths(
+    rows: Iterable[dict[str, Any]], manifest: Manifest, paths: dict[str, list[tuple[str, str]]]
+) -> None:
+    """Point each row whose stored path no longer holds its content at one that does (the first by root and path).
+
+    Why: a chunk keeps the path it was indexed under, and an unchanged content is never indexed again. When that
+    file is deleted or moved while a copy of the content stays elsewhere in the archive (or another indexer wrote
+    the copy's chunks first), search and answers would cite a file that is gone; the manifest knows where the
+    content is now. `paths` caches `Manifest.paths_of_many` across the calls of one search."""
+    rows = list(rows)
+    missing = {row["nb_sha"] for row in rows} - paths.keys()
+    if missing:
+        paths.update(manifest.paths_of_many(missing))
+    for row in rows:
+        now = paths.get(row["nb_sha"])
+        if now and (row.get("root"), row.get("notebook")) not in now:
+            row["root"], row["notebook"] = now[0]
+
+
 def _make_hit(
     hit: StoreHit, nb_sha: str, cells: dict[int, CellRecord], terms: set[str], **labels: Any
 ) -> tuple[int, Hit]:
@@ -420,6 +440,8 @@ def retrieve(
     fusion = FusionSettings(settings.fusion, settings.alpha, settings.rrf_k)
     hits, fact_hits = _search_apart(positive, query_vector, store, settings, filters, fusion)
     complete_facts(fact_hits, hits, manifest)
+    paths: dict[str, list[tuple[str, str]]] = {}
+    at_current_paths((h.row for h in hits + fact_hits), manifest, paths)
     weigh_machine_text(hits, positive, fusion, settings.machine_text_weight)
     hits = rerank(positive, hits, settings.phrase_weight, settings.intent_boost, settings.machine_text_weight)
     fact_hits = rerank(positive, fact_hits, settings.phrase_weight, settings.intent_boost)
@@ -442,6 +464,7 @@ def retrieve(
         limit = per_notebook or settings.hits_per_notebook
         if families is not None and entry.others:  # what a hidden copy matched, ranked in the shown one's chunk
             group = lend_scores(entry, cells, manifest, chunk_lookup(store, filters), settings.hit_floor, limit)
+            at_current_paths((h.row for h in group), manifest, paths)
         # the notebook's chunks first (they decided its place), then its best value facts on cells not shown yet,
         # while there is room: a fact names the one value of a cell the chunks above only contain
         for hit in shown_order(group, kinds, settings.hit_floor, settings.kind_slot) + facts_by_nb.get(sha, []):
@@ -457,7 +480,9 @@ def retrieve(
             # Another version's best cell that the shown one lacks (a changed value, what only a checkpoint
             # holds) is listed under this result, labelled: one result per family must not hide it.
             floor = settings.hit_floor * group[0].score if group else 0.0
-            for other in lacking(entry, cells, manifest, floor, families.version_hits, terms):
+            missed = lacking(entry, cells, manifest, floor, families.version_hits, terms)
+            at_current_paths((other.hit.row for other in missed), manifest, paths)
+            for other in missed:
                 _anchor, made = _make_hit(other.hit, other.sha, other.cells, terms, family=entry.family,
                                           versions=others, version_of=entry_path(entry, group),
                                           checkpoint_of=other.checkpoint_of)
@@ -483,7 +508,7 @@ def retrieve(
             group[0].row["root"],
             score,
             shown,
-            paths=[rel for _root, rel in manifest.paths_of(sha)],
+            paths=[rel for _root, rel in paths[sha]] if sha in paths else [rel for _r, rel in manifest.paths_of(sha)],
             family=entry.family,
             n_versions=n_versions,
             versions=others,
