@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from nbrecall import cli
 from nbrecall.cli import app
+from nbrecall.cli.common import _settings
 from nbrecall.web.local_server import ServerRecord, find_server, server_file, settings_digest
 from test_web_support import SAMPLES, build_archive, live_server, make_app
 
@@ -86,7 +86,7 @@ def _announce(served_index, monkeypatch: pytest.MonkeyPatch) -> ServerRecord:  #
     """Announce the test server in its index folder for the settings the CLI will load."""
     settings, app_, port = served_index
     monkeypatch.delenv("NBRECALL_SERVER", raising=False)
-    cli_settings = cli._settings(Path(CONFIG), settings.index_dir)
+    cli_settings = _settings(Path(CONFIG), settings.index_dir)
     record = ServerRecord.announce(cli_settings, "127.0.0.1", port, token=False, tls=False)
     app_.server_instance = record.instance
     return record
@@ -144,15 +144,15 @@ def test_a_server_is_used_only_when_it_checks_out(served_index, monkeypatch: pyt
 
     settings, app_, _port = served_index
     record = _announce(served_index, monkeypatch)
-    cli_settings = cli._settings(Path(CONFIG), settings.index_dir)
+    cli_settings = _settings(Path(CONFIG), settings.index_dir)
     server = find_server(cli_settings)
     assert server is not None and server.record.instance == record.instance
 
     assert find_server(cli_settings, env={"NBRECALL_SERVER": "off"}) is None
-    other = cli._settings(Path(CONFIG), settings.index_dir)
+    other = _settings(Path(CONFIG), settings.index_dir)
     other.retrieve.alpha = 0.5  # another --config: results would differ
     assert settings_digest(other) != record.settings and find_server(other) is None
-    extractive = cli._settings(Path(CONFIG), settings.index_dir)
+    extractive = _settings(Path(CONFIG), settings.index_dir)
     extractive.embed.cache_dir = "/elsewhere"  # where the model file is kept does not change a result
     assert find_server(extractive) is not None
 

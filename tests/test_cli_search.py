@@ -217,7 +217,7 @@ def test_status_lists_the_first_quarantined_files_and_all_with_a_flag(tmp_path: 
 
 
 def test_a_missed_value_named_beside_the_first_says_so() -> None:
-    from nbrecall.cli import _where_the_value_ranks
+    from nbrecall.cli.evaluate import _where_the_value_ranks
 
     shown = ["Profit · 5: 25282.6", "Profit · 4: 26825.8"]
     assert _where_the_value_ranks("26825.8", shown, ["Profit · 4: 26825.8"]).endswith(

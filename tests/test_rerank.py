@@ -128,14 +128,15 @@ def test_a_model_that_cannot_be_used_is_an_error_naming_the_file(tmp_path: Path)
 def test_ask_says_which_model_it_cannot_use_and_exits_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from nbrecall import cli
+    from nbrecall.cli import app
+    from nbrecall.cli import ask as ask_module
 
     def refuse(*_args, **_kwargs):  # type: ignore[no-untyped-def]
         raise RankerModelError(f"{tmp_path}/narrow.onnx: the model reads 3 features and this nbrecall computes 41")
         yield  # a generator, as stream_answer
 
     monkeypatch.setenv("NBRECALL_SERVER", "off")
-    monkeypatch.setattr(cli, "_open_archive", lambda settings: object())
+    monkeypatch.setattr(ask_module, "_open_archive", lambda settings: object())
     monkeypatch.setattr("nbrecall.answer.answer.stream_answer", refuse)
-    result = CliRunner().invoke(cli.app, ["ask", "what ballast volume", "--index", str(tmp_path)])
+    result = CliRunner().invoke(app, ["ask", "what ballast volume", "--index", str(tmp_path)])
     assert result.exit_code == 2 and "narrow.onnx" in result.output and "reads 3 features" in result.output
