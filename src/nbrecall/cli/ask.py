@@ -18,10 +18,10 @@ from nbrecall.cli.common import (
     StoreOpt,
     TagOpt,
     YearOpt,
-    _escape_markup,
     _filters,
     _local_server,
     _open_archive,
+    _plain,
     _settings,
     err,
 )
@@ -89,7 +89,7 @@ def ask(
                 sys.stdout.flush()
                 streamed = True
     except refused as exc:
-        err.print(f"[red]error:[/red] {_escape_markup(str(exc))}", soft_wrap=True)
+        err.print(f"[red]error:[/red] {_plain(exc)}", soft_wrap=True)
         raise typer.Exit(2) from exc
     if final is None:
         raise typer.Exit(1)

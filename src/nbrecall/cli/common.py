@@ -232,8 +232,3 @@ def _local_server(settings: Settings) -> LocalServer | None:
 
     return find_server(settings)
 
-
-def _escape_markup(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)

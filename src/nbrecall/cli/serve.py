@@ -14,7 +14,6 @@ from nbrecall.cli.common import (
     ExecutorOpt,
     IndexOpt,
     StoreOpt,
-    _escape_markup,
     _executor,
     _index_faults,
     _open_archive,
@@ -39,7 +38,7 @@ def _check_ranker_model(settings: Settings) -> None:
     try:
         check_model(settings.answer)
     except RankerModelError as exc:
-        err.print(f"[red]error:[/red] {_escape_markup(str(exc))}", soft_wrap=True)
+        err.print(f"[red]error:[/red] {_plain(exc)}", soft_wrap=True)
         raise typer.Exit(2) from exc
 
 
@@ -113,12 +112,12 @@ def serve(
         try:
             every_seconds = parse_duration(every)
         except ValueError as exc:
-            err.print(f"[red]error:[/red] --every {_escape_markup(str(exc))}")
+            err.print(f"[red]error:[/red] --every {_plain(exc)}")
             raise typer.Exit(2) from exc
     token = token or None
     refusal = bind_refusal(host, token)
     if refusal:
-        err.print(f"[red]error:[/red] {_escape_markup(refusal)}", soft_wrap=True)
+        err.print(f"[red]error:[/red] {_plain(refusal)}", soft_wrap=True)
         raise typer.Exit(2)
     if (ssl_certfile is None) != (ssl_keyfile is None):
         err.print("[red]error:[/red] HTTPS needs both --ssl-certfile and --ssl-keyfile")
@@ -176,7 +175,7 @@ def serve(
         web.server_instance = record.instance  # type: ignore[attr-defined]
     except OSError as exc:  # a read-only index folder: serve anyway; the CLI opens the index itself
         record = None
-        err.print(f"[yellow]note:[/yellow] {_escape_markup(str(exc))}: `search` and `ask` will not use this server",
+        err.print(f"[yellow]note:[/yellow] {_plain(exc)}: `search` and `ask` will not use this server",
                   soft_wrap=True)
     try:
         Server(server_config).run()
