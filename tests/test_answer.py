@@ -182,6 +182,15 @@ def test_value_from_a_printed_line(archive: Archive) -> None:
     assert found.values[0].year == 2017
 
 
+def test_a_pasted_wall_of_words_is_quoted_back_short(archive: Archive) -> None:
+    """The notice that the value's name lacks what was asked quotes the asked words once each, clipped: a question
+    can be a pasted log of thousands of words."""
+    once = ask(archive, "what zorblax flux did we use for the ballast aft")
+    assert once.values and "does not say “zorblax flux”" in (once.notice or "")
+    found = ask(archive, "what " + "zorblax flux " * 2000 + "did we use for the ballast aft")
+    assert "no notebook found mentions “zorblax flux”" in (found.notice or "") and len(found.notice or "") < 400
+
+
 def test_value_from_a_dataframe_cell(archive: Archive) -> None:
     found = ask(archive, "what ballast mass did we have in the mid zone")
     assert (found.values[0].label, found.values[0].value) == ("mid · mass_t", "1538.9"), found.text

@@ -35,7 +35,7 @@ from nbrecall.answer.confidence import UNCERTAIN_BELOW, level, value_confidence
 from nbrecall.answer.places import where_answer
 from nbrecall.answer.question import Question, read_question
 from nbrecall.answer.rerank import ordered_values
-from nbrecall.answer.sentences import term_answer
+from nbrecall.answer.sentences import clip, term_answer
 from nbrecall.answer.types import Answer, Citation, FoundValue
 from nbrecall.answer.values import ValueWeights
 from nbrecall.index.terms import match, term_set
@@ -159,6 +159,12 @@ def _shares_anything(cand: RankedFact) -> bool:
     return any(s.get(k, 0.0) > 0 for k in ("subject", "label", "context"))
 
 
+def asked_about(question: Question) -> str:
+    """The words of what is asked about, as an answer quotes them back: each once, clipped (a question can be a
+    pasted log of thousands of words)."""
+    return clip(" ".join(dict.fromkeys(question.subject)), 80)
+
+
 def value_answer(question: Question, result: SearchResult, archive: Archive, filters: SearchFilters | None,
                  weights: ValueWeights | None = None, ranked: list[RankedFact] | None = None) -> Answer | None:
     """The best value and its alternatives; None when no candidate shares anything with the question and none
@@ -179,8 +185,7 @@ def value_answer(question: Question, result: SearchResult, archive: Archive, fil
         lines.extend(f"  {v.shown} — {v.citation.label()}{_meta(v)}" for v in values[1:])
     notices = []
     if question.subject and best.signals.get("subject", 0.0) == 0:
-        asked = " ".join(question.subject)
-        notices.append(f"the value's name does not say “{asked}”: check the cell before you use it")
+        notices.append(f"the value's name does not say “{asked_about(question)}”: check the cell before you use it")
     if first.stale:
         notices.append("the value comes from outputs that could not be re-rendered (stale)")
     confidence = value_confidence(ranked, weights)
@@ -260,7 +265,7 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     top = max(ranked, key=lambda c: c.score) if ranked else None
     if q.subject and not any(t in found for t in q.subject) and top is not None and \
             top.signals.get("similarity", 0.0) < ABSENT_SUBJECT_SIMILARITY:
-        return place_answer(q, result, archive, f"no notebook found mentions “{' '.join(q.subject)}” and no "
+        return place_answer(q, result, archive, f"no notebook found mentions “{asked_about(q)}” and no "
                             "printed value is close in meaning: no value is given; the closest cell is shown")
     value = value_answer(q, result, archive, filters, weights, ranked)
     w = weights or ValueWeights()

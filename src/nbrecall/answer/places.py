@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nbrecall.answer.question import Question
-from nbrecall.answer.sentences import first_sentence
+from nbrecall.answer.sentences import clip, first_sentence
 from nbrecall.answer.types import Answer, Citation
 from nbrecall.notebook.headings import heading_paths as cell_heading_paths
 from nbrecall.records import CellRecord
@@ -46,7 +46,7 @@ def _code_line(cell: CellRecord) -> str:
     for line in cell.source.splitlines():
         s = line.strip()
         if s and not s.startswith(("#", "%", "!", "import ", "from ")):
-            return s if len(s) <= 120 else s[:119] + "…"
+            return clip(s, 120)
     return ""
 
 
@@ -75,7 +75,7 @@ def _place_line(cell: CellRecord) -> str:
         line = _code_line(cell)
         return f"Cell {cell.idx}: `{line}`" if line else f"Cell {cell.idx}"
     sentence = first_sentence(cell.source)
-    clipped = sentence if len(sentence) <= 120 else sentence[:119] + "…"
+    clipped = clip(sentence, 120)
     return f"Cell {cell.idx}: “{clipped}”" if clipped else f"Cell {cell.idx}"
 
 
@@ -111,7 +111,7 @@ def where_answer(question: Question, result: SearchResult, archive: Archive) -> 
         c2 = Citation(nb.notebook, explained.idx, explained.cell_id, nb.nb_sha)
         cited.append(c2)
         if sentence:
-            clipped = sentence if len(sentence) <= 240 else sentence[:239] + "…"
+            clipped = clip(sentence, 240)
             lines.append(f"Explained in Cell {explained.idx}: “{clipped}” {c2.label()}")
     places = [citation]
     also = []

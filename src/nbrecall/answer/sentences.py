@@ -63,6 +63,11 @@ def sentences(markdown: str) -> list[str]:
     return out
 
 
+def clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, an ellipsis marking the cut: what an answer quotes stays one line."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def first_sentence(markdown: str) -> str:
     return next(iter(sentences(markdown)), "")
 
