@@ -222,6 +222,8 @@ def test_identical_files_are_indexed_once_and_every_path_listed(
     again = search(index, store, hash_embedder, "catenary pretension anchor lines").notebooks[0]
     assert (again.notebook, again.paths) == (left, [left])
     assert {h.notebook for h in again.hits} == {left} and {h.root for h in again.hits} == {str(root.resolve())}
+    record = open_manifest(settings_for(index), readonly=True).content(again.nb_sha)  # the viewer's title, renders
+    assert record is not None and (record.root, record.rel) == (str(root.resolve()), left)
 
 
 def test_quarantined_file_is_retried_when_its_content_changes(

@@ -66,6 +66,19 @@ PENDING = "pending_vectors"
 # rewritten once (VACUUM) at the end of a run that leaves over `RECLAIM_SHARE` of its pages free.
 RECLAIM_SHARE = 0.25
 
+# A content records the path it was first indexed under (`contents.root`, `rel`: the viewer's title, the file a
+# re-render reads). When that file is deleted, moved, or holds another content now while a copy stays, the record is
+# pointed at the copy, the first by root and path as `paths_of` lists them (`{c}`: the collation that order needs,
+# "" in SQLite; `{among}`: the contents to look at); contents no file holds are left to `orphan_shas`.
+REPOINT_SQL = """
+    UPDATE contents SET
+        root = (SELECT f.root FROM files f WHERE f.sha256 = contents.sha256 ORDER BY f.root{c}, f.rel{c} LIMIT 1),
+        rel = (SELECT f.rel FROM files f WHERE f.sha256 = contents.sha256 ORDER BY f.root{c}, f.rel{c} LIMIT 1)
+    WHERE {among} AND NOT EXISTS (SELECT 1 FROM files f
+                      WHERE f.root = contents.root AND f.rel = contents.rel AND f.sha256 = contents.sha256)
+      AND EXISTS (SELECT 1 FROM files f WHERE f.sha256 = contents.sha256)
+"""
+
 log = logging.getLogger("nbrecall.index")
 
 
@@ -311,6 +324,16 @@ class SqliteManifest:
 
     def delete_files(self, keys: Iterable[tuple[str, str]]) -> None:
         self.db.executemany("DELETE FROM files WHERE root = ? AND rel = ?", list(keys))
+
+    def repoint_contents(self, shas: Iterable[str]) -> int:
+        """Of `shas` (the contents of files a run deleted or saw change), point each whose recorded path no longer
+        holds it at a file that does (`REPOINT_SQL`); how many were."""
+        wanted, moved = sorted(set(shas)), 0
+        for start in range(0, len(wanted), 900):  # under SQLite's bound on parameters
+            part = wanted[start:start + 900]
+            sql = REPOINT_SQL.format(c="", among=f"sha256 IN ({','.join('?' * len(part))})")
+            moved += self.db.execute(sql, part).rowcount
+        return moved
 
     def orphan_shas(self) -> list[str]:
         return [

@@ -22,7 +22,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from nbrecall.index.manifest import fact_rows, facts_from_rows, render_summary
+from nbrecall.index.manifest import REPOINT_SQL, fact_rows, facts_from_rows, render_summary
 from nbrecall.index.pg_db import PgDatabase, clean_json, clean_text
 from nbrecall.index.pg_schema import MANIFEST_MIGRATIONS
 from nbrecall.index.pg_sql import upsert_sql
@@ -240,6 +240,18 @@ class PgManifest:
         if keys:
             with db.cursor() as cur:
                 cur.executemany("DELETE FROM files WHERE root = %s AND rel = %s", keys)
+
+    def repoint_contents(self, shas: Iterable[str]) -> int:
+        """`SqliteManifest.repoint_contents`, under the contents' locks (another indexer may be writing them), in
+        the order `paths_of` lists paths here (byte order)."""
+        db = self.db.current()
+        wanted = sorted(set(shas))
+        if not wanted:
+            return 0
+        self.db.lock_contents(db, wanted)
+        with db.cursor() as cur:
+            cur.execute(REPOINT_SQL.format(c=' COLLATE "C"', among="sha256 = ANY(%s)"), (wanted,))
+            return int(cur.rowcount)
 
     def missing_contents(self, shas: Iterable[str]) -> set[str]:
         """Of `shas`, those with no content row, read under their locks: a content another indexer dropped after
