@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from nbrecall.index.manifest import in_parts
 from nbrecall.notebook.checkpoints import CHECKPOINTS, is_checkpoint, saved_path
 from nbrecall.records import Signature
 
@@ -44,7 +45,6 @@ CREATE INDEX IF NOT EXISTS families_family ON families (family);
 CREATE TABLE IF NOT EXISTS family_state (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
-_PART = 500  # ids per IN (...) list
 # the queries both dialects share (SQLite and PostgreSQL read them alike)
 PENDING_SQL = "SELECT sha256 FROM family_sigs WHERE pending = 1 ORDER BY sha256"
 GONE_SQL = ("SELECT s.sha256 FROM family_sigs s WHERE NOT EXISTS (SELECT 1 FROM contents c "
@@ -54,10 +54,6 @@ UNSIGNED_SQL = ("SELECT c.sha256 FROM contents c WHERE c.status = 'indexed' "
                 "AND NOT EXISTS (SELECT 1 FROM family_sigs s WHERE s.sha256 = c.sha256) ORDER BY c.sha256")
 
 
-def _parts(items: Iterable[str]) -> Iterable[list[str]]:
-    wanted = sorted(set(items))
-    for start in range(0, len(wanted), _PART):
-        yield wanted[start : start + _PART]
 
 
 def family_store(manifest: Any) -> SqliteFamilies | PgFamilies | None:
@@ -125,7 +121,7 @@ class SqliteFamilies(_SameQueries):
     def _in(self, sql: str, items: Iterable[str]) -> list[Any]:
         """`sql` with `{}` standing for a list of placeholders, run per part of `items`."""
         rows: list[Any] = []
-        for part in _parts(items):
+        for part in in_parts(items):
             rows.extend(self._all(sql.format(", ".join("?" * len(part))), part))
         return rows
 
@@ -171,9 +167,7 @@ class SqliteFamilies(_SameQueries):
     def bucket_rows(self, keys: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
         """(band, key, content) of every content in these buckets."""
         rows: list[tuple[int, int, str]] = []
-        wanted = sorted(set(keys))
-        for start in range(0, len(wanted), _PART):
-            part = wanted[start : start + _PART]
+        for part in in_parts(keys):
             marks = ", ".join("(?, ?)" for _ in part)
             rows.extend((int(r[0]), int(r[1]), str(r[2])) for r in self.db.execute(
                 f"SELECT band, key, sha256 FROM family_bands WHERE (band, key) IN (VALUES {marks})",
@@ -330,7 +324,7 @@ class PgFamilies(_SameQueries):
 
     def signatures(self, shas: Iterable[str]) -> dict[str, Signature]:
         out: dict[str, Signature] = {}
-        for part in _parts(shas):
+        for part in in_parts(shas):
             for sha, size, sig in self._all(
                     "SELECT sha256, size, sig FROM family_sigs WHERE sha256 = ANY(%s)", (part,)):
                 out[sha] = Signature(int(size), bytes(sig))
@@ -357,14 +351,14 @@ class PgFamilies(_SameQueries):
 
     def families_of(self, shas: Iterable[str]) -> dict[str, str]:
         out: dict[str, str] = {}
-        for part in _parts(shas):
+        for part in in_parts(shas):
             out.update({r[0]: r[1] for r in self._all(
                 "SELECT sha256, family FROM families WHERE sha256 = ANY(%s)", (part,))})
         return out
 
     def members(self, families: Iterable[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for part in _parts(families):
+        for part in in_parts(families):
             for sha, family in self._all(
                     "SELECT sha256, family FROM families WHERE family = ANY(%s) ORDER BY sha256", (part,)):
                 out.setdefault(family, []).append(sha)
@@ -372,7 +366,7 @@ class PgFamilies(_SameQueries):
 
     def member_details(self, shas: Iterable[str]) -> list[dict[str, Any]]:
         rows: list[Any] = []
-        for part in _parts(shas):
+        for part in in_parts(shas):
             rows.extend(self._all(
                 "SELECT c.sha256, c.meta->'year', c.meta->>'author', c.meta->'deprecated', c.meta->'health', "
                 "(SELECT max(f.mtime_ns) FROM files f WHERE f.sha256 = c.sha256), "

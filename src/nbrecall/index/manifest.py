@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from nbrecall.index.faults import damaged
@@ -80,6 +80,22 @@ REPOINT_SQL = """
 """
 
 log = logging.getLogger("nbrecall.index")
+
+T = TypeVar("T")
+
+IN_LIST = 500  # ids per `IN (...)` list: well under SQLite's bound on a statement's parameters
+
+
+def in_parts(items: Iterable[T]) -> Iterator[list[T]]:
+    """`items` without repeats, sorted, in parts of `IN_LIST`: one `IN (...)` list each."""
+    wanted = sorted(set(items))  # type: ignore[type-var]  # str or tuples of them: ordered
+    for start in range(0, len(wanted), IN_LIST):
+        yield wanted[start : start + IN_LIST]
+
+
+def marks(part: list[Any]) -> str:
+    """The placeholders of one `IN (...)` list."""
+    return ", ".join("?" * len(part))
 
 
 class SqliteManifest:
@@ -157,11 +173,9 @@ class SqliteManifest:
             return {r[0] for r in self.db.execute(sql)}
         sql = ("SELECT c.sha256 FROM contents c WHERE +c.status = 'indexed' AND c.sha256 IN ({marks})"
                " AND EXISTS (SELECT 1 FROM files f WHERE f.sha256 = c.sha256)")
-        wanted = sorted(set(among))
         found: set[str] = set()
-        for start in range(0, len(wanted), 500):
-            part = wanted[start : start + 500]
-            found.update(r[0] for r in self.db.execute(sql.format(marks=", ".join("?" * len(part))), part))
+        for part in in_parts(among):
+            found.update(r[0] for r in self.db.execute(sql.format(marks=marks(part)), part))
         return found
 
     def holds_vectors(self) -> bool:
@@ -182,13 +196,11 @@ class SqliteManifest:
 
     def paths_of_many(self, shas: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
         """`paths_of` for several contents in one query (a search's hits); a content no file holds maps to []."""
-        wanted = sorted(set(shas))
-        found: dict[str, list[tuple[str, str]]] = {sha: [] for sha in wanted}
-        for start in range(0, len(wanted), 900):  # under SQLite's bound on parameters
-            part = wanted[start:start + 900]
-            rows = self.db.execute(f"SELECT sha256, root, rel FROM files WHERE sha256 IN ({','.join('?' * len(part))})"
-                                   " ORDER BY root, rel", part)
-            for sha, root, rel in rows:
+        found: dict[str, list[tuple[str, str]]] = {}
+        for part in in_parts(shas):
+            found.update((sha, []) for sha in part)
+            for sha, root, rel in self.db.execute(
+                    f"SELECT sha256, root, rel FROM files WHERE sha256 IN ({marks(part)}) ORDER BY root, rel", part):
                 found[sha].append((root, rel))
         return found
 
@@ -328,11 +340,9 @@ class SqliteManifest:
     def repoint_contents(self, shas: Iterable[str]) -> int:
         """Of `shas` (the contents of files a run deleted or saw change), point each whose recorded path no longer
         holds it at a file that does (`REPOINT_SQL`); how many were."""
-        wanted, moved = sorted(set(shas)), 0
-        for start in range(0, len(wanted), 900):  # under SQLite's bound on parameters
-            part = wanted[start:start + 900]
-            sql = REPOINT_SQL.format(c="", among=f"sha256 IN ({','.join('?' * len(part))})")
-            moved += self.db.execute(sql, part).rowcount
+        moved = 0
+        for part in in_parts(shas):
+            moved += self.db.execute(REPOINT_SQL.format(c="", among=f"sha256 IN ({marks(part)})"), part).rowcount
         return moved
 
     def orphan_shas(self) -> list[str]:
