@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -198,6 +199,32 @@ def test_deleted_notebook_disappears_from_results(tmp_path: Path, hash_embedder:
     notebooks = {h.notebook for h in search(index, store, hash_embedder, "catenary pretension").hits(20)}
     assert "projects/2018/18-007/mooring.ipynb" not in notebooks
     consistent(index, store)
+
+
+def test_a_root_that_holds_none_of_its_notebooks_is_kept_until_pruning_is_asked_for(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
+) -> None:
+    """An empty mount point (the share is not mounted) must not wipe an index that took hours; a root still holding
+    some of its notebooks loses the others as before."""
+    root, other, index = tmp_path / "share", tmp_path / "other", tmp_path / "idx"
+    make_archive(root)
+    write_nb(other / "winch.ipynb", [v4.new_markdown_cell("# Winch\nAnchor winch brake load.")])
+    settings = settings_for(index)
+    store = open_store(settings, hash_embedder.dim)
+    first = run_index([root, other], settings, hash_embedder, store)
+    shutil.rmtree(root)
+    root.mkdir()  # the mount point, empty
+    (other / "winch.ipynb").unlink()
+    write_nb(other / "brake.ipynb", [v4.new_markdown_cell("# Brake\nBand brake torque.")])
+    report = run_index([root, other], settings, hash_embedder, store)
+    assert report.empty_roots == [(str(root.resolve()), first.files - 1)]
+    assert report.deleted_files == 1 and report.notebooks_removed == 1  # winch.ipynb: its root is not empty
+    assert search(index, store, hash_embedder, "catenary pretension").notebooks  # the share's notebooks stay
+    settings.discover.prune_empty_roots = True
+    report = run_index([root, other], settings, hash_embedder, store)
+    assert report.empty_roots == [] and report.deleted_files == first.files - 1
+    with closing(open_manifest(settings, readonly=True)) as manifest:
+        assert [rel for _root, rel in manifest.files()] == ["brake.ipynb"]
 
 
 def test_identical_files_are_indexed_once_and_every_path_listed(

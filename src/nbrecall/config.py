@@ -35,6 +35,10 @@ class DiscoverSettings:
     # "versions": `.ipynb_checkpoints` copies are indexed as versions of their notebook (hidden from results, their
     # own content findable, labelled "in an older checkpoint of ..."); "skip": never read (as before)
     checkpoints: str = "versions"
+    # A root that holds none of the notebooks indexed from it is most often a share that is not mounted (an empty
+    # mount point): its notebooks are kept, and the run says so. True: such a root was emptied on purpose, and its
+    # notebooks leave the index.
+    prune_empty_roots: bool = False
 
 
 @dataclass

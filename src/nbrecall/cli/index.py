@@ -48,6 +48,7 @@ def index(
     from nbrecall.backends import index_exists
     from nbrecall.executor import ExecutorError
     from nbrecall.index.embedder_from_settings import make_embedder
+    from nbrecall.ingest.discover import empty_root_note
     from nbrecall.ingest.lock import IndexLocked
     from nbrecall.ingest.pipeline import run_index
     from nbrecall.plugins import plugin_manager
@@ -122,5 +123,7 @@ def index(
     err.print(table)
     for note in result.figures.notes if result.figures is not None else []:
         err.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+    for emptied, kept in result.empty_roots:
+        err.print(f"[yellow]kept:[/yellow] {escape(empty_root_note(emptied, kept))}", soft_wrap=True)
     for rel, reason in result.quarantined:
         err.print(f"[yellow]quarantined[/yellow] {escape(str(rel))}: {escape(str(reason))}", highlight=False)

@@ -31,6 +31,7 @@ class Discovery:
     deleted: list[tuple[str, str]] = field(default_factory=list)  # (root, rel) gone from disk
     unreadable: list[tuple[str, str, str]] = field(default_factory=list)  # (root, rel, reason)
     outside: list[tuple[str, str, str]] = field(default_factory=list)  # (root, rel, target) reached by a link
+    empty_roots: list[tuple[str, int]] = field(default_factory=list)  # (root, files kept): held none of its files
     hashed: int = 0
 
 
@@ -41,6 +42,12 @@ LINK_OUT = (
 LINK_UNREADABLE = "a symbolic link out of the indexed roots to a file this user may not read: not followed"
 
 
+
+
+def empty_root_note(root: str, kept: int) -> str:
+    """What a run says of a root that held none of the notebooks indexed from it (`Discovery.empty_roots`)."""
+    return (f"{root} holds none of the {kept:,} notebook files indexed from it (a share that is not mounted?): they "
+            "stay in the index; if the folder was emptied on purpose, set [discover] prune_empty_roots = true")
 
 
 def _inside(real: str, roots: list[str]) -> bool:
@@ -131,7 +138,13 @@ def discover(
             result.files.append(record)
             (result.touched if old is not None and old.sha256 == sha else result.changed).append(record)
     root_keys = {str(r.resolve()) for r in roots}
-    result.deleted = [k for k in known if k[0] in root_keys and k not in seen]
+    gone = [k for k in known if k[0] in root_keys and k not in seen]
+    if not settings.prune_empty_roots:  # an empty mount point must not wipe what was indexed from the share
+        held = {k[0] for k in seen}
+        empty = {root: sum(1 for k in gone if k[0] == root) for root in root_keys - held}
+        result.empty_roots = sorted((root, n) for root, n in empty.items() if n)
+        gone = [k for k in gone if k[0] not in empty]
+    result.deleted = gone
     return result
 
 
