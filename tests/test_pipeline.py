@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nbformat import v4
@@ -225,6 +226,35 @@ def test_a_root_that_holds_none_of_its_notebooks_is_kept_until_pruning_is_asked_
     assert report.empty_roots == [] and report.deleted_files == first.files - 1
     with closing(open_manifest(settings, readonly=True)) as manifest:
         assert [rel for _root, rel in manifest.files()] == ["brake.ipynb"]
+
+
+def test_a_folder_that_cannot_be_listed_keeps_its_notebooks(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder the walk cannot list (permissions, a share's network error) is no evidence its notebooks are gone:
+    they stay as they were, and the run says which folder and why; once it can be read, a deleted one goes."""
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    index_once(root, index, hash_embedder)
+    folder = root / "projects/2018"
+    listing = os.scandir
+
+    def failing(path: Any = ".") -> Any:
+        if Path(path) == folder.resolve():
+            raise PermissionError(13, "Permission denied", str(path))
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", failing)
+    report, store, _ = index_once(root, index, hash_embedder)
+    assert report.unlisted == [(str(root.resolve()), "projects/2018", "Permission denied", 1)]
+    assert report.deleted_files == 0 and report.notebooks_removed == 0
+    hits = search(index, store, hash_embedder, "catenary pretension").hits(20)
+    assert "projects/2018/18-007/mooring.ipynb" in {h.notebook for h in hits}
+    monkeypatch.undo()
+    (folder / "18-007/mooring.ipynb").unlink()
+    report, store, _ = index_once(root, index, hash_embedder)
+    assert report.unlisted == [] and report.deleted_files == 1 and report.notebooks_removed == 1
+    consistent(index, store)
 
 
 def test_identical_files_are_indexed_once_and_every_path_listed(

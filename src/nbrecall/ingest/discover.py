@@ -32,6 +32,7 @@ class Discovery:
     unreadable: list[tuple[str, str, str]] = field(default_factory=list)  # (root, rel, reason)
     outside: list[tuple[str, str, str]] = field(default_factory=list)  # (root, rel, target) reached by a link
     empty_roots: list[tuple[str, int]] = field(default_factory=list)  # (root, files kept): held none of its files
+    unlisted: list[tuple[str, str, str, int]] = field(default_factory=list)  # (root, folder, reason, files kept)
     hashed: int = 0
 
 
@@ -48,6 +49,31 @@ def empty_root_note(root: str, kept: int) -> str:
     """What a run says of a root that held none of the notebooks indexed from it (`Discovery.empty_roots`)."""
     return (f"{root} holds none of the {kept:,} notebook files indexed from it (a share that is not mounted?): they "
             "stay in the index; if the folder was emptied on purpose, set [discover] prune_empty_roots = true")
+
+
+def unlisted_note(root: str, folder: str, reason: str, kept: int) -> str:
+    """What a run says of a folder it could not list (`Discovery.unlisted`)."""
+    where = root if folder == "." else f"{root}/{folder}"
+    return (f"{where} could not be listed ({reason}): the {kept:,} notebook files indexed from it stay in the index "
+            "as they were until it can be read")
+
+
+def _keep_unlisted(result: Discovery, root_key: str, base: Path, errors: list[OSError],
+                   known: dict[tuple[str, str], FileRecord], seen: set[tuple[str, str]]) -> None:
+    """A folder the walk could not list is no evidence that its notebooks are gone: the files indexed from it keep
+    their last state (not deleted), and the run says which folder, why and how many."""
+    for exc in errors:
+        try:
+            folder = Path(str(exc.filename)).relative_to(base).as_posix() if exc.filename else "."
+        except ValueError:  # a folder reached through a link: its files are keyed under the link, not known here
+            continue
+        prefix = "" if folder == "." else folder + "/"
+        kept = [old for key, old in known.items()
+                if key[0] == root_key and key not in seen and key[1].startswith(prefix)]
+        for old in kept:
+            seen.add((old.root, old.rel))
+            result.files.append(old)
+        result.unlisted.append((root_key, folder, exc.strerror or str(exc), len(kept)))
 
 
 def _inside(real: str, roots: list[str]) -> bool:
@@ -75,12 +101,14 @@ def discover(
     for root in roots:
         root_key = str(root.resolve())
         base = root.resolve()
+        errors: list[OSError] = []
         for path in walk_notebooks(
             base,
             skip_hidden=settings.skip_hidden,
             exclude=list(settings.exclude) + ([] if checkpoints else [CHECKPOINTS]),
             follow_symlinks=settings.follow_symlinks,
             enter=frozenset([CHECKPOINTS]) if checkpoints else frozenset(),
+            unlisted=errors.append,
         ):
             rel = path.name if base.is_file() else path.relative_to(base).as_posix()
             shown = printable_path(rel)
@@ -137,6 +165,7 @@ def discover(
             record = FileRecord(root_key, rel, stat.st_size, stat.st_mtime_ns, sha)
             result.files.append(record)
             (result.touched if old is not None and old.sha256 == sha else result.changed).append(record)
+        _keep_unlisted(result, root_key, base, errors, known, seen)
     root_keys = {str(r.resolve()) for r in roots}
     gone = [k for k in known if k[0] in root_keys and k not in seen]
     if not settings.prune_empty_roots:  # an empty mount point must not wipe what was indexed from the share

@@ -32,7 +32,7 @@ from typing import Any
 from nbrecall.config import Settings
 from nbrecall.executor import Executor, InlineExecutor
 from nbrecall.index.embed import Embedder
-from nbrecall.ingest.discover import empty_root_note
+from nbrecall.ingest.discover import empty_root_note, unlisted_note
 from nbrecall.protocols import Store
 
 log = logging.getLogger("nbrecall.live")
@@ -220,9 +220,13 @@ class LiveIndexer:
                 "quarantined": [{"path": rel, "reason": why} for rel, why in report.quarantined],
                 "chunks": report.chunks_written, "vectors_waiting": report.vectors_pending,
                 "empty_roots": [{"root": root, "kept": kept} for root, kept in report.empty_roots],
+                "unlisted": [{"root": root, "folder": folder, "reason": why, "kept": kept}
+                             for root, folder, why, kept in report.unlisted],
             }
             for root, kept in report.empty_roots:
                 log.warning(empty_root_note(root, kept))
+            for unread in report.unlisted:
+                log.warning(unlisted_note(*unread))
             self._update(state="idle", last_error=None, last_summary=summary)
             log.info("indexed %s: %d new or changed, %d removed, %d quarantined (%s)", ", ".join(map(str, self.roots)),
                      report.notebooks_indexed, report.notebooks_removed, len(report.quarantined), reason)

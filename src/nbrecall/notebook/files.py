@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -71,19 +71,21 @@ def walk_notebooks(
     exclude: list[str] | None = None,
     follow_symlinks: bool = False,
     enter: frozenset[str] = frozenset(),
+    unlisted: Callable[[OSError], None] | None = None,
 ) -> Iterator[Path]:
     """Yield notebook files under `root` (or `root` itself if it is a file), in sorted order.
 
     Hidden folders and files (leading dot) and folders named in `exclude` (e.g. `.ipynb_checkpoints`) are
     skipped; folders named in `enter` are entered even when hidden (not when excluded). With `follow_symlinks`,
-    folder symlink loops are cut by remembering visited real paths.
+    folder symlink loops are cut by remembering visited real paths. A folder that cannot be listed (permissions, a
+    share's network error) is skipped and given to `unlisted` (its `filename` is the folder).
     """
     excluded = set(exclude or [])
     if root.is_file():
         yield root
         return
     seen: set[str] = set()
-    for folder, dirs, files in os.walk(root, followlinks=follow_symlinks, onerror=lambda _e: None):
+    for folder, dirs, files in os.walk(root, followlinks=follow_symlinks, onerror=unlisted or (lambda _e: None)):
         if follow_symlinks:
             real = os.path.realpath(folder)
             if real in seen:
