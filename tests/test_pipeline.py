@@ -257,6 +257,39 @@ def test_a_folder_that_cannot_be_listed_keeps_its_notebooks(
     consistent(index, store)
 
 
+def test_an_indexed_file_that_cannot_be_read_this_time_keeps_its_last_state(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read error on a notebook indexed before (a share's network error) may pass: it is not quarantined and its
+    content not dropped; the run names it. A file never read is quarantined with the reason, as before."""
+    import nbrecall.ingest.discover as discover_module
+
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    index_once(root, index, hash_embedder)
+    ballast = root / "projects/2017/17-042/ballast.ipynb"
+    os.utime(ballast, ns=(time.time_ns(), time.time_ns()))  # its stat changed: the run reads it again
+    write_nb(root / "new.ipynb", [v4.new_markdown_cell("# New\nA notebook written since.")])
+    hashing = discover_module.file_sha256
+
+    def failing(path: Path) -> str:
+        if path.name in ("ballast.ipynb", "new.ipynb"):
+            raise OSError(5, "Input/output error")
+        return hashing(path)
+
+    monkeypatch.setattr(discover_module, "file_sha256", failing)
+    report, store, _ = index_once(root, index, hash_embedder)
+    assert report.unread == [(str(root.resolve()), "projects/2017/17-042/ballast.ipynb",
+                              "cannot read file: Input/output error")]
+    assert report.quarantined == [("new.ipynb", "cannot read file: Input/output error")]
+    assert report.notebooks_removed == 0
+    hits = search(index, store, hash_embedder, "ballast aft").hits(20)
+    assert "projects/2017/17-042/ballast.ipynb" in {h.notebook for h in hits}
+    monkeypatch.undo()
+    report, store, _ = index_once(root, index, hash_embedder)
+    assert report.unread == [] and report.notebooks_indexed == 1 and not report.quarantined  # new.ipynb, read now
+
+
 def test_identical_files_are_indexed_once_and_every_path_listed(
     tmp_path: Path, hash_embedder: HashEmbedder, backend: str
 ) -> None:

@@ -60,6 +60,7 @@ class IndexReport:
     outside_links: list[tuple[str, str]] = field(default_factory=list)  # (rel, target) read through a link
     empty_roots: list[tuple[str, int]] = field(default_factory=list)  # (root, files kept): not mounted? (discover)
     unlisted: list[tuple[str, str, str, int]] = field(default_factory=list)  # (root, folder, reason, files kept)
+    unread: list[tuple[str, str, str]] = field(default_factory=list)  # (root, rel, reason): indexed, kept as it was
     families: FamilyReport | None = None  # the family step (`ingest.families`), when families are on
     figures: FigureReport | None = None  # the describe phase (`ingest.figures`), when a describer is configured
     seconds: dict[str, float] = field(default_factory=dict)

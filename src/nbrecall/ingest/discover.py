@@ -33,6 +33,7 @@ class Discovery:
     outside: list[tuple[str, str, str]] = field(default_factory=list)  # (root, rel, target) reached by a link
     empty_roots: list[tuple[str, int]] = field(default_factory=list)  # (root, files kept): held none of its files
     unlisted: list[tuple[str, str, str, int]] = field(default_factory=list)  # (root, folder, reason, files kept)
+    unread: list[tuple[str, str, str]] = field(default_factory=list)  # (root, rel, reason): indexed, kept as it was
     hashed: int = 0
 
 
@@ -51,11 +52,27 @@ def empty_root_note(root: str, kept: int) -> str:
             "stay in the index; if the folder was emptied on purpose, set [discover] prune_empty_roots = true")
 
 
+def unread_note(root: str, rel: str, reason: str) -> str:
+    """What a run says of an indexed file it could not read this time (`Discovery.unread`)."""
+    return f"{rel} ({reason}): it stays in the index as it was until it can be read"
+
+
 def unlisted_note(root: str, folder: str, reason: str, kept: int) -> str:
     """What a run says of a folder it could not list (`Discovery.unlisted`)."""
     where = root if folder == "." else f"{root}/{folder}"
     return (f"{where} could not be listed ({reason}): the {kept:,} notebook files indexed from it stay in the index "
             "as they were until it can be read")
+
+
+def _unreadable(result: Discovery, old: FileRecord | None, problem: tuple[str, str, str]) -> None:
+    """A file that cannot be stat'ed or read this time (permissions, a share's network error): one indexed before
+    keeps its last state and is named in `unread`, since the error may pass; one never read is quarantined with the
+    reason (and looked at again by the next run)."""
+    if old is not None and old.mtime_ns:  # (a quarantined file is recorded with size and mtime 0)
+        result.files.append(old)
+        result.unread.append(problem)
+    else:
+        result.unreadable.append(problem)
 
 
 def _keep_unlisted(result: Discovery, root_key: str, base: Path, errors: list[OSError],
@@ -143,7 +160,7 @@ def discover(
                 result.unreadable.append((root_key, rel, "broken symbolic link (its target does not exist)"))
                 continue
             except OSError as exc:
-                result.unreadable.append((root_key, rel, f"cannot stat: {exc.strerror or exc}"))
+                _unreadable(result, known.get(key), (root_key, rel, f"cannot stat: {exc.strerror or exc}"))
                 continue
             if not S_ISREG(stat.st_mode):
                 kind = NotARegularFile(path, stat.st_mode).strerror
@@ -159,7 +176,7 @@ def discover(
                 seen.discard(key)  # vanished between stat and read
                 continue
             except OSError as exc:
-                result.unreadable.append((root_key, rel, f"cannot read file: {exc.strerror or exc}"))
+                _unreadable(result, old, (root_key, rel, f"cannot read file: {exc.strerror or exc}"))
                 continue
             result.hashed += 1
             record = FileRecord(root_key, rel, stat.st_size, stat.st_mtime_ns, sha)

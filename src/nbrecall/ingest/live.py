@@ -32,7 +32,7 @@ from typing import Any
 from nbrecall.config import Settings
 from nbrecall.executor import Executor, InlineExecutor
 from nbrecall.index.embed import Embedder
-from nbrecall.ingest.discover import empty_root_note, unlisted_note
+from nbrecall.ingest.discover import empty_root_note, unlisted_note, unread_note
 from nbrecall.protocols import Store
 
 log = logging.getLogger("nbrecall.live")
@@ -222,11 +222,14 @@ class LiveIndexer:
                 "empty_roots": [{"root": root, "kept": kept} for root, kept in report.empty_roots],
                 "unlisted": [{"root": root, "folder": folder, "reason": why, "kept": kept}
                              for root, folder, why, kept in report.unlisted],
+                "unread": [{"root": root, "path": rel, "reason": why} for root, rel, why in report.unread],
             }
             for root, kept in report.empty_roots:
                 log.warning(empty_root_note(root, kept))
-            for unread in report.unlisted:
-                log.warning(unlisted_note(*unread))
+            for folder in report.unlisted:
+                log.warning(unlisted_note(*folder))
+            for unread in report.unread:
+                log.warning(unread_note(*unread))
             self._update(state="idle", last_error=None, last_summary=summary)
             log.info("indexed %s: %d new or changed, %d removed, %d quarantined (%s)", ", ".join(map(str, self.roots)),
                      report.notebooks_indexed, report.notebooks_removed, len(report.quarantined), reason)

@@ -221,7 +221,7 @@ def _run(run: _Run, roots: list[Path], batch_notebooks: int) -> None:
     report.add_time("discover", time.perf_counter() - started)
     report.files, report.hashed = len(found.files), found.hashed
     report.outside_links = [(rel, target) for _root, rel, target in found.outside]
-    report.empty_roots, report.unlisted = found.empty_roots, found.unlisted
+    report.empty_roots, report.unlisted, report.unread = found.empty_roots, found.unlisted, found.unread
     report.changed, report.deleted_files = len(found.changed), len(found.deleted)
     known = manifest.content_shas()
     todo: dict[str, FileRecord] = {}
