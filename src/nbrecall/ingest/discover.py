@@ -44,8 +44,6 @@ LINK_OUT = (
 LINK_UNREADABLE = "a symbolic link out of the indexed roots to a file this user may not read: not followed"
 
 
-
-
 def empty_root_note(root: str, kept: int) -> str:
     """What a run says of a root that held none of the notebooks indexed from it (`Discovery.empty_roots`)."""
     return (f"{root} holds none of the {kept:,} notebook files indexed from it (a share that is not mounted?): they "
