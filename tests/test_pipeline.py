@@ -221,6 +221,8 @@ def test_a_root_that_holds_none_of_its_notebooks_is_kept_until_pruning_is_asked_
     assert report.empty_roots == [(str(root.resolve()), first.files - 1)]
     assert report.deleted_files == 1 and report.notebooks_removed == 1  # winch.ipynb: its root is not empty
     assert search(index, store, hash_embedder, "catenary pretension").notebooks  # the share's notebooks stay
+    with closing(open_manifest(settings, readonly=True)) as manifest:  # what `nbrecall status` shows
+        assert [note.split(" holds ")[0] for note in manifest.last_run()["kept"]] == [str(root.resolve())]
     settings.discover.prune_empty_roots = True
     report = run_index([root, other], settings, hash_embedder, store)
     assert report.empty_roots == [] and report.deleted_files == first.files - 1

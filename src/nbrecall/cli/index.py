@@ -48,9 +48,8 @@ def index(
     from nbrecall.backends import index_exists
     from nbrecall.executor import ExecutorError
     from nbrecall.index.embedder_from_settings import make_embedder
-    from nbrecall.ingest.discover import empty_root_note, unlisted_note, unread_note
     from nbrecall.ingest.lock import IndexLocked
-    from nbrecall.ingest.pipeline import run_index
+    from nbrecall.ingest.pipeline import kept_notes, run_index
     from nbrecall.plugins import plugin_manager
     from nbrecall.service import open_store
 
@@ -123,11 +122,7 @@ def index(
     err.print(table)
     for note in result.figures.notes if result.figures is not None else []:
         err.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
-    for emptied, kept in result.empty_roots:
-        err.print(f"[yellow]kept:[/yellow] {escape(empty_root_note(emptied, kept))}", soft_wrap=True)
-    for folder in result.unlisted:
-        err.print(f"[yellow]kept:[/yellow] {escape(unlisted_note(*folder))}", soft_wrap=True)
-    for unread in result.unread:
-        err.print(f"[yellow]not read:[/yellow] {escape(unread_note(*unread))}", soft_wrap=True)
+    for note in kept_notes(result):
+        err.print(f"[yellow]kept:[/yellow] {escape(note)}", soft_wrap=True)
     for rel, reason in result.quarantined:
         err.print(f"[yellow]quarantined[/yellow] {escape(str(rel))}: {escape(str(reason))}", highlight=False)

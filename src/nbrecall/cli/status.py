@@ -75,7 +75,7 @@ def status(
         links = [{"path": str(rel), "target": str(target)} for rel, target in last.get("outside_links") or []]
         document = {"index": describe(settings), "counts": counts,
                     "embedding_progress": round(share, 4), "renders": renders, "quarantined": quarantine,
-                    "outside_links": links, "figures": figures}
+                    "outside_links": links, "figures": figures, "kept_by_last_run": last.get("kept") or []}
         sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
         return
     out = _console()
@@ -115,6 +115,8 @@ def status(
         if total > len(links):
             lt.add_row(f"… and {total - len(links)} more", "")
         out.print(lt)
+    for note in last.get("kept") or []:  # an empty root, a folder not listed, a file not read: kept as it was
+        out.print(f"[yellow]kept by the last run:[/yellow] {escape(str(note))}", soft_wrap=True)
     quarantined = manifest.contents("quarantined")
     if quarantined:
         # The first few files in a table, the rest counted: 143 rows of Rich table took ~0.3 s of a 41k `status`.

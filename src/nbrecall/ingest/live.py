@@ -32,7 +32,6 @@ from typing import Any
 from nbrecall.config import Settings
 from nbrecall.executor import Executor, InlineExecutor
 from nbrecall.index.embed import Embedder
-from nbrecall.ingest.discover import empty_root_note, unlisted_note, unread_note
 from nbrecall.protocols import Store
 
 log = logging.getLogger("nbrecall.live")
@@ -189,7 +188,7 @@ class LiveIndexer:
     def _run(self, reason: str) -> None:
         from nbrecall.index.faults import IndexFault
         from nbrecall.ingest.lock import IndexLocked
-        from nbrecall.ingest.pipeline import run_index
+        from nbrecall.ingest.pipeline import kept_notes, run_index
 
         started = time.time()
         self._update(state="discovering", trigger=reason, runs=self._status.runs + 1, run_started_at=started,
@@ -219,17 +218,10 @@ class LiveIndexer:
                 "indexed": report.notebooks_indexed, "removed": report.notebooks_removed,
                 "quarantined": [{"path": rel, "reason": why} for rel, why in report.quarantined],
                 "chunks": report.chunks_written, "vectors_waiting": report.vectors_pending,
-                "empty_roots": [{"root": root, "kept": kept} for root, kept in report.empty_roots],
-                "unlisted": [{"root": root, "folder": folder, "reason": why, "kept": kept}
-                             for root, folder, why, kept in report.unlisted],
-                "unread": [{"root": root, "path": rel, "reason": why} for root, rel, why in report.unread],
+                "kept": kept_notes(report),
             }
-            for root, kept in report.empty_roots:
-                log.warning(empty_root_note(root, kept))
-            for folder in report.unlisted:
-                log.warning(unlisted_note(*folder))
-            for unread in report.unread:
-                log.warning(unread_note(*unread))
+            for note in kept_notes(report):
+                log.warning(note)
             self._update(state="idle", last_error=None, last_summary=summary)
             log.info("indexed %s: %d new or changed, %d removed, %d quarantined (%s)", ", ".join(map(str, self.roots)),
                      report.notebooks_indexed, report.notebooks_removed, len(report.quarantined), reason)

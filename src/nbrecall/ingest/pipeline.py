@@ -36,7 +36,7 @@ from nbrecall.index.cache import EmbeddingCache
 from nbrecall.index.embed import Embedder
 from nbrecall.index.faults import storage_fault
 from nbrecall.ingest.build import IndexReport, fingerprint
-from nbrecall.ingest.discover import discover
+from nbrecall.ingest.discover import discover, empty_root_note, unlisted_note, unread_note
 from nbrecall.ingest.families import FamilyWriter
 from nbrecall.ingest.figures import FigureWork, describe_waiting
 from nbrecall.ingest.lock import IndexLocked, WriterLock
@@ -136,6 +136,9 @@ def run_index(
                 # what `nbrecall status` lists: notebooks this run read through links out of the roots
                 "outside_links": [list(pair) for pair in report.outside_links[:MAX_LISTED_LINKS]],
                 "outside_links_total": len(report.outside_links),
+                # what it kept although it could not see it: an empty root, a folder it could not list, a file
+                # it could not read (`ingest.discover`)
+                "kept": kept_notes(report)[:MAX_LISTED_LINKS],
             })
     except IndexLocked:
         raise
@@ -361,6 +364,12 @@ def unreadable_sha(root: str, rel: str, reason: str) -> str:
     """The manifest key of a file that could not even be opened (no content to hash): stable while it stays so."""
     digest = hashlib.sha256(f"{root}\0{rel}\0{reason}".encode("utf-8", "backslashreplace")).hexdigest()
     return f"{_UNREADABLE}{digest[:40]}"
+
+
+def kept_notes(report: IndexReport) -> list[str]:
+    """What a run kept although it could not see it, in the words the CLI, `serve` and `status` use."""
+    return ([empty_root_note(*item) for item in report.empty_roots] + [unlisted_note(*item) for item in report.unlisted]
+            + [unread_note(*item) for item in report.unread])
 
 
 def _unreadable_records(
