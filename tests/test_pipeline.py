@@ -292,6 +292,28 @@ def test_an_indexed_file_that_cannot_be_read_this_time_keeps_its_last_state(
     assert report.unread == [] and report.notebooks_indexed == 1 and not report.quarantined  # new.ipynb, read now
 
 
+def test_rehash_finds_a_content_replaced_with_its_size_and_time_kept(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
+) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    index_once(root, index, hash_embedder)
+    mooring = root / "projects/2018/18-007/mooring.ipynb"
+    before, stat = mooring.read_text(), mooring.stat()
+    assert "Catenary" in before
+    mooring.write_text(before.replace("Catenary", "Tethered"))  # same length: a restore of another version
+    os.utime(mooring, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    report, _store, _ = index_once(root, index, hash_embedder)
+    assert report.hashed == 0 and report.changed == 0  # size and time say unchanged
+    settings = settings_for(index)
+    settings.discover.rehash = True
+    store = open_store(settings, hash_embedder.dim)
+    report = run_index([root], settings, hash_embedder, store)
+    assert report.hashed == report.files and report.changed == 1 and report.notebooks_indexed == 1
+    found = search(index, store, hash_embedder, "tethered pretension").notebooks
+    assert found[0].notebook == "projects/2018/18-007/mooring.ipynb"
+
+
 def test_identical_files_are_indexed_once_and_every_path_listed(
     tmp_path: Path, hash_embedder: HashEmbedder, backend: str
 ) -> None:

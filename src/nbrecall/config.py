@@ -39,6 +39,9 @@ class DiscoverSettings:
     # mount point): its notebooks are kept, and the run says so. True: such a root was emptied on purpose, and its
     # notebooks leave the index.
     prune_empty_roots: bool = False
+    # Hash every file, not only those whose size or modification time changed: a content replaced with both kept
+    # (`cp -p`, `rsync -t`, a restore from backup) is otherwise taken as unchanged. One full read of the archive.
+    rehash: bool = False
 
 
 @dataclass

@@ -38,6 +38,11 @@ def index(
             help="Make every notebook keyword-searchable and stop; vectors are queued for the next run.",
         ),
     ] = False,
+    rehash: Annotated[
+        bool,
+        typer.Option("--rehash", help="Read and hash every file, not only those whose size or time changed "
+                                      "(a content replaced with both kept: cp -p, a restore from backup)."),
+    ] = False,
     executor: ExecutorOpt = None,
 ) -> None:
     """Index notebook archives: incremental, resumable, one writer at a time."""
@@ -56,6 +61,8 @@ def index(
     settings = _settings(config, index_dir, store)
     if no_vectors:
         settings.embed.enabled = False
+    if rehash:
+        settings.discover.rehash = True
     for root in roots:
         if not root.exists():
             err.print(f"[red]error:[/red] {_plain(root)}: no such file or folder")

@@ -165,7 +165,7 @@ def discover(
                 result.unreadable.append((root_key, rel, f"cannot read file: {kind}"))
                 continue
             old = known.get(key)
-            if old is not None and old.size == stat.st_size and old.mtime_ns == stat.st_mtime_ns:
+            if old is not None and not settings.rehash and (old.size, old.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
                 result.files.append(old)
                 continue
             try:
