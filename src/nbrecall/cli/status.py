@@ -1,5 +1,6 @@
 """`nbrecall status`: what the index holds (counts, embedding progress, figures, families, renders, links out of the
-roots) and its quarantined files, as tables or as one JSON object."""
+roots, what the last run kept although it could not see it) and its quarantined files, as tables or as one JSON
+object."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def status(
     as_json: Annotated[
         bool,
         typer.Option("--json", help="One JSON object for scripts and monitors: every count, the embedding "
-                     "progress, renders, and each quarantined file with its reason."),
+                     "progress, renders, each quarantined file with its reason, and what the last run kept."),
     ] = False,
     all_quarantined: Annotated[
         bool,
