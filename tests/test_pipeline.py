@@ -314,6 +314,23 @@ def test_rehash_finds_a_content_replaced_with_its_size_and_time_kept(
     assert found[0].notebook == "projects/2018/18-007/mooring.ipynb"
 
 
+def test_a_file_over_the_size_cap_is_quarantined_unread(tmp_path: Path, hash_embedder: HashEmbedder,
+                                                        backend: str) -> None:
+    """Parsing holds many times a file's size in memory: one over `[discover] max_file_mb` is not read, and the
+    quarantine says why and what to change; the rest of the batch is indexed."""
+    root, index = tmp_path / "share", tmp_path / "idx"
+    make_archive(root)
+    write_nb(root / "big.ipynb", [code("x = 1", 1, [stream("y" * 40_000 + "\n")])])
+    settings = settings_for(index)
+    settings.discover.max_file_mb = 0.03  # about 31 kB: big.ipynb is over it, the archive's notebooks are not
+    report = run_index([root], settings, hash_embedder, open_store(settings, hash_embedder.dim))
+    why = dict(report.quarantined)
+    assert set(why) == {"big.ipynb", "scratch/broken.ipynb"}  # (the archive's broken notebook, as always)
+    big = why["big.ipynb"]
+    assert big.startswith("larger than [discover] max_file_mb (") and "raise the setting" in big
+    assert report.notebooks_indexed == 4  # the archive's three notebooks and a checkpoint copy, as without the cap
+
+
 def test_identical_files_are_indexed_once_and_every_path_listed(
     tmp_path: Path, hash_embedder: HashEmbedder, backend: str
 ) -> None:

@@ -42,6 +42,9 @@ class DiscoverSettings:
     # Hash every file, not only those whose size or modification time changed: a content replaced with both kept
     # (`cp -p`, `rsync -t`, a restore from backup) is otherwise taken as unchanged. One full read of the archive.
     rehash: bool = False
+    # A notebook file larger than this is quarantined unread, with the reason: parsing holds many times its size in
+    # memory (a 100 MB output peaked at 1.9 GB, bench/README.md), and one 2 GB file must not take the run down.
+    max_file_mb: float = 256.0
 
 
 @dataclass

@@ -44,6 +44,12 @@ LINK_OUT = (
 LINK_UNREADABLE = "a symbolic link out of the indexed roots to a file this user may not read: not followed"
 
 
+def too_large(size: int, cap_mb: float) -> str:
+    """The quarantine reason of a file over `[discover] max_file_mb`."""
+    return (f"larger than [discover] max_file_mb ({size / 2**20:,.0f} MB > {cap_mb:,.0f} MB): not read, so that "
+            "indexing stays within memory; raise the setting to index it")
+
+
 def empty_root_note(root: str, kept: int) -> str:
     """What a run says of a root that held none of the notebooks indexed from it (`Discovery.empty_roots`)."""
     return (f"{root} holds none of the {kept:,} notebook files indexed from it (a share that is not mounted?): they "
@@ -163,6 +169,9 @@ def discover(
             if not S_ISREG(stat.st_mode):
                 kind = NotARegularFile(path, stat.st_mode).strerror
                 result.unreadable.append((root_key, rel, f"cannot read file: {kind}"))
+                continue
+            if settings.max_file_mb and stat.st_size > settings.max_file_mb * 2**20:
+                result.unreadable.append((root_key, rel, too_large(stat.st_size, settings.max_file_mb)))
                 continue
             old = known.get(key)
             if old is not None and not settings.rehash and (old.size, old.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
