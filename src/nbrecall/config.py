@@ -43,7 +43,8 @@ class DiscoverSettings:
     # (`cp -p`, `rsync -t`, a restore from backup) is otherwise taken as unchanged. One full read of the archive.
     rehash: bool = False
     # A notebook file larger than this is quarantined unread, with the reason: parsing holds many times its size in
-    # memory (a 100 MB output peaked at 1.9 GB, bench/README.md), and one 2 GB file must not take the run down.
+    # memory (a 100 MB notebook of plot JSON peaked at 2.1 GB, one of 242 MB printed text at 1.0 GB: bench/README.md),
+    # and one 2 GB file must not take the run down.
     max_file_mb: float = 256.0
 
 
