@@ -151,6 +151,16 @@ class PgDatabase:
                 (self.classid, buckets),
             )
 
+    def try_lock_contents(self, conn: Any, shas: Iterable[str]) -> set[str]:
+        """Of `shas`, those whose bucket lock this transaction holds now or could take without waiting: for work
+        that may be left to a later run (a lock taken out of the ascending order could deadlock)."""
+        wanted = set(shas)
+        bucket = {s: zlib.crc32(s.encode()) % LOCK_BUCKETS for s in wanted}
+        got = {b for b, ok in conn.execute(
+            "SELECT b, pg_try_advisory_xact_lock(%s, b) FROM unnest(%s::int[]) AS b ORDER BY b",
+            (self.classid, sorted(set(bucket.values())))).fetchall() if ok}
+        return {s for s in wanted if bucket[s] in got}
+
     # -- schema -----------------------------------------------------------------------------------------------
     def version(self, component: str) -> tuple[int, int | None] | None:
         """(version, dim) of a component, or None when it was never created in this schema."""

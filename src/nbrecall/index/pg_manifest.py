@@ -22,7 +22,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from nbrecall.index.manifest import REPOINT_SQL, fact_rows, facts_from_rows, render_summary
+from nbrecall.index.manifest import MISPLACED_SQL, REPOINT_SQL, fact_rows, facts_from_rows, render_summary
 from nbrecall.index.pg_db import PgDatabase, clean_json, clean_text
 from nbrecall.index.pg_schema import MANIFEST_MIGRATIONS
 from nbrecall.index.pg_sql import upsert_sql
@@ -241,14 +241,16 @@ class PgManifest:
             with db.cursor() as cur:
                 cur.executemany("DELETE FROM files WHERE root = %s AND rel = %s", keys)
 
-    def repoint_contents(self, shas: Iterable[str]) -> int:
-        """`SqliteManifest.repoint_contents`, under the contents' locks (another indexer may be writing them), in
-        the order `paths_of` lists paths here (byte order)."""
+    def repoint_contents(self) -> int:
+        """`SqliteManifest.repoint_contents`, in the order `paths_of` lists paths here (byte order), for the contents
+        whose locks are free: one another indexer is writing is re-pointed by a later run (search names a current
+        path anyway, `search.retrieve.at_current_paths`), since waiting for its lock here, after this run's own,
+        could deadlock."""
         db = self.db.current()
-        wanted = sorted(set(shas))
+        misplaced = [r[0] for r in db.execute(MISPLACED_SQL).fetchall()]
+        wanted = sorted(self.db.try_lock_contents(db, misplaced))
         if not wanted:
             return 0
-        self.db.lock_contents(db, wanted)
         with db.cursor() as cur:
             cur.execute(REPOINT_SQL.format(c=' COLLATE "C"', among="sha256 = ANY(%s)"), (wanted,))
             return int(cur.rowcount)

@@ -216,11 +216,7 @@ def _run(run: _Run, roots: list[Path], batch_notebooks: int) -> None:
     state, orphans, families and the keyword index."""
     settings, store, manifest, report = run.settings, run.store, run.manifest, run.report
     started = time.perf_counter()
-    before = manifest.files()
-    found = discover(roots, before, settings.discover)
-    # the contents of files gone or changed: one may be recorded under a path that no longer holds it (below)
-    left = {before[key].sha256 for key in [*found.deleted, *((r.root, r.rel) for r in found.changed)] if key in before}
-    del before
+    found = discover(roots, manifest.files(), settings.discover)
     report.add_time("discover", time.perf_counter() - started)
     report.files, report.hashed = len(found.files), found.hashed
     report.outside_links = [(rel, target) for _root, rel, target in found.outside]
@@ -294,7 +290,7 @@ def _run(run: _Run, roots: list[Path], batch_notebooks: int) -> None:
         manifest.save_contents(unreadable_contents, [])
         manifest.save_files(found.changed + found.touched + unreadable_files)
         manifest.delete_files(found.deleted)
-        manifest.repoint_contents(left)  # one whose recorded file went while a copy stays names the copy
+        manifest.repoint_contents()  # a content whose recorded file went while a copy stays names the copy
         lost = manifest.missing_contents({r.sha256 for r in found.changed})
     if lost:  # a shared store: another indexer dropped a content this run took as known (its last file went)
         again = [r for r in found.changed if r.sha256 in lost]
