@@ -556,6 +556,29 @@ def test_cli_on_malformed_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert (tmp_path / "out2" / "good.md").is_file()
 
 
+def test_a_folder_convert_cannot_list_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its notebooks are missing from the output: the run says which folder and why instead of skipping it."""
+    import os
+
+    root = tmp_path / "share"
+    (root / "locked").mkdir(parents=True)
+    (root / "good.ipynb").write_bytes((ARCHIVE / SAMPLES["old_coefficients"]).read_bytes())
+    (root / "locked" / "hidden.ipynb").write_bytes((ARCHIVE / SAMPLES["old_coefficients"]).read_bytes())
+    listing = os.scandir
+
+    def failing(path: object = ".") -> object:
+        if Path(str(path)).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return listing(path)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "scandir", failing)
+    result = CliRunner().invoke(app, ["convert", str(root), "-o", str(tmp_path / "out")], env=WIDE)
+    assert result.exit_code == 0, result.output
+    log = _flat(result.output)
+    assert "not listed:" in log and "locked (Permission denied): its notebooks are not converted" in log
+    assert "converted 1 of 1 notebooks" in log
+
+
 def test_odd_but_valid_outputs_do_not_stop_a_conversion() -> None:
     nb_json = {
         "nbformat": 4, "nbformat_minor": 5, "metadata": {"language_info": {"name": "python"}},

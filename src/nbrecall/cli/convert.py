@@ -77,9 +77,12 @@ def convert(
             raise typer.Exit(1)
         sys.stdout.write(result.converted.markdown)
         return
-    files = list(
-        walk_notebooks(path, skip_hidden=settings.discover.skip_hidden, exclude=settings.discover.exclude)
-    )
+    unlisted: list[OSError] = []
+    files = list(walk_notebooks(path, skip_hidden=settings.discover.skip_hidden, exclude=settings.discover.exclude,
+                                unlisted=unlisted.append))
+    for exc in unlisted:  # said, not skipped in silence: its notebooks are missing from the output
+        err.print(f"[yellow]not listed:[/yellow] {escape(str(exc.filename))} ({escape(exc.strerror or str(exc))}): "
+                  "its notebooks are not converted", soft_wrap=True)
     base = path if path.is_dir() else path.parent
     outdir = (out or Path(DEFAULT_CONVERT_DIR)).absolute()
     files = [f for f in files if not f.absolute().is_relative_to(outdir)]  # never an earlier run's copies
