@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from nbrecall.index.manifest import in_parts
+from nbrecall.index.manifest import in_parts, marks
 from nbrecall.notebook.checkpoints import CHECKPOINTS, is_checkpoint, saved_path
 from nbrecall.records import Signature
 
@@ -52,8 +52,6 @@ GONE_SQL = ("SELECT s.sha256 FROM family_sigs s WHERE NOT EXISTS (SELECT 1 FROM 
             "WHERE NOT EXISTS (SELECT 1 FROM family_sigs s WHERE s.sha256 = f.sha256)")
 UNSIGNED_SQL = ("SELECT c.sha256 FROM contents c WHERE c.status = 'indexed' "
                 "AND NOT EXISTS (SELECT 1 FROM family_sigs s WHERE s.sha256 = c.sha256) ORDER BY c.sha256")
-
-
 
 
 def family_store(manifest: Any) -> SqliteFamilies | PgFamilies | None:
@@ -122,7 +120,7 @@ class SqliteFamilies(_SameQueries):
         """`sql` with `{}` standing for a list of placeholders, run per part of `items`."""
         rows: list[Any] = []
         for part in in_parts(items):
-            rows.extend(self._all(sql.format(", ".join("?" * len(part))), part))
+            rows.extend(self._all(sql.format(marks(part)), part))
         return rows
 
     # --- the write side -----------------------------------------------------------------------------------------

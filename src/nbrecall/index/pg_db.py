@@ -31,6 +31,11 @@ def lock_classid(schema: str) -> int:
     return zlib.crc32(schema.encode()) & 0x7FFFFFFF
 
 
+def _bucket(sha: str) -> int:
+    """The advisory lock bucket of a content (`lock_contents`, `try_lock_contents`)."""
+    return zlib.crc32(sha.encode()) % LOCK_BUCKETS
+
+
 class PgDatabase:
     """A connection to the database plus nbrecall's schema in it.
 
@@ -144,7 +149,7 @@ class PgDatabase:
 
     def lock_contents(self, conn: Any, shas: Iterable[str]) -> None:
         """Advisory locks (until the transaction ends) on the buckets of these contents, in ascending order."""
-        buckets = sorted({zlib.crc32(s.encode()) % LOCK_BUCKETS for s in shas})
+        buckets = sorted({_bucket(s) for s in shas})
         if buckets:
             conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, b) FROM unnest(%s::int[]) AS b ORDER BY b",
@@ -155,7 +160,7 @@ class PgDatabase:
         """Of `shas`, those whose bucket lock this transaction holds now or could take without waiting: for work
         that may be left to a later run (a lock taken out of the ascending order could deadlock)."""
         wanted = set(shas)
-        bucket = {s: zlib.crc32(s.encode()) % LOCK_BUCKETS for s in wanted}
+        bucket = {s: _bucket(s) for s in wanted}
         got = {b for b, ok in conn.execute(
             "SELECT b, pg_try_advisory_xact_lock(%s, b) FROM unnest(%s::int[]) AS b ORDER BY b",
             (self.classid, sorted(set(bucket.values())))).fetchall() if ok}

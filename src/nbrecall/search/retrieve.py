@@ -480,9 +480,7 @@ def retrieve(
             # Another version's best cell that the shown one lacks (a changed value, what only a checkpoint
             # holds) is listed under this result, labelled: one result per family must not hide it.
             floor = settings.hit_floor * group[0].score if group else 0.0
-            missed = lacking(entry, cells, manifest, floor, families.version_hits, terms)
-            at_current_paths((other.hit.row for other in missed), manifest, paths)
-            for other in missed:
+            for other in lacking(entry, cells, manifest, floor, families.version_hits, terms):
                 _anchor, made = _make_hit(other.hit, other.sha, other.cells, terms, family=entry.family,
                                           versions=others, version_of=entry_path(entry, group),
                                           checkpoint_of=other.checkpoint_of)
@@ -508,7 +506,7 @@ def retrieve(
             group[0].row["root"],
             score,
             shown,
-            paths=[rel for _root, rel in paths[sha]] if sha in paths else [rel for _r, rel in manifest.paths_of(sha)],
+            paths=[rel for _root, rel in paths[sha]],  # the group's rows were put at current paths above
             family=entry.family,
             n_versions=n_versions,
             versions=others,
