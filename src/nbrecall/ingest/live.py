@@ -213,14 +213,15 @@ class LiveIndexer:
             self._update(state="failed", last_error=f"{type(exc).__name__}: {exc}")
             retry = RETRY_SECONDS
         else:
+            kept = kept_notes(report)
             summary = {
                 "files": report.files, "changed": report.changed, "deleted": report.deleted_files,
                 "indexed": report.notebooks_indexed, "removed": report.notebooks_removed,
                 "quarantined": [{"path": rel, "reason": why} for rel, why in report.quarantined],
                 "chunks": report.chunks_written, "vectors_waiting": report.vectors_pending,
-                "kept": kept_notes(report),
+                "kept": kept,
             }
-            for note in kept_notes(report):
+            for note in kept:
                 log.warning(note)
             self._update(state="idle", last_error=None, last_summary=summary)
             log.info("indexed %s: %d new or changed, %d removed, %d quarantined (%s)", ", ".join(map(str, self.roots)),
