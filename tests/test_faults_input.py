@@ -533,6 +533,26 @@ def test_a_fixed_file_is_picked_up(tmp_path: Path) -> None:
     assert manifest.contents("quarantined") == []  # the old reasons went with their files
 
 
+def test_a_newer_reader_reads_the_quarantined_files_again_and_only_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that accepts what it used to refuse (`READER_VERSION`) must reach the files an older one quarantined,
+    though neither they nor the settings changed; the indexed notebooks are not chunked again for it."""
+    root, idx = tmp_path / "share", tmp_path / "idx"
+    root.mkdir()
+    (root / "good.ipynb").write_text(nb_json([md_cell(0, "# Hawser\nHawser tension.")]))
+    (root / "cut.ipynb").write_text(nb_json([md_cell(0, "# Cut")])[:40])
+    first = index(root, idx)
+    assert [rel for rel, _ in first.quarantined] == ["cut.ipynb"] and first.notebooks_indexed == 1
+    again = index(root, idx)
+    assert again.quarantined == [] and again.notebooks_indexed == 0  # same reader: nothing read again
+    monkeypatch.setattr(pipeline, "READER_VERSION", pipeline.READER_VERSION + 1)
+    newer = index(root, idx)
+    assert [rel for rel, _ in newer.quarantined] == ["cut.ipynb"] and newer.notebooks_indexed == 0
+    assert index(root, idx).quarantined == []
+    assert check_manifest(root, idx)["cut.ipynb"][0] == "quarantined"
+
+
 def test_index_folder_with_uri_characters_in_its_name(tmp_path: Path) -> None:
     root, idx = tmp_path / "share", tmp_path / "we#ird?name %41"
     root.mkdir()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -259,3 +260,82 @@ def test_reasons_keep_their_text() -> None:
     with pytest.raises(NotebookUnreadable) as info:
         read_notebook_bytes(_nb_bytes(nb), "bad-id.ipynb")
     assert "'^[a-zA-Z0-9-_]+$'" in info.value.reason
+
+
+# ---------------------------------------------------------------------------------------------------------
+# what Jupyter opens with a warning is read, with a note; what it cannot open says what to do
+
+
+def _pump() -> dict[str, Any]:
+    nb = v4.new_notebook(cells=[v4.new_markdown_cell("# Pump"), v4.new_code_cell(
+        "head = 12.5\nprint('head:', head)", execution_count=1, outputs=[
+            v4.new_output("stream", name="stdout", text="head: 12.5\n"),
+            v4.new_output("execute_result", data={"text/plain": "12.5"}, execution_count=1),
+            v4.new_output("error", ename="ValueError", evalue="bad", traceback=["t"])])])
+    return dict(json.loads(nbformat.writes(nb)))
+
+
+@pytest.mark.parametrize(("path", "note"), [
+    (("cells", 1, "metadata"), "added the missing 'metadata' to code cell 1"),
+    (("cells", 1, "execution_count"), "added the missing 'execution_count' to code cell 1 (null)"),
+    (("cells", 0, "metadata"), "added the missing 'metadata' to markdown cell 0"),
+    (("cells", 0, "source"), "added the missing 'source' to markdown cell 0"),
+    (("cells", 1, "outputs", 0, "name"), "added the missing 'name' to output 0 of cell 1 (\"stdout\")"),
+    (("cells", 1, "outputs", 1, "metadata"), "added the missing 'metadata' to output 1 of cell 1"),
+    (("cells", 1, "outputs", 2, "traceback"), "added the missing 'traceback' to output 2 of cell 1"),
+    (("metadata",), "added the missing notebook 'metadata'"),
+    (("nbformat_minor",), "added the missing 'nbformat_minor' (0)"),
+])
+def test_a_missing_required_key_is_added_and_noted_not_quarantined(path: tuple[Any, ...], note: str) -> None:
+    """Report generators and old editors leave required keys out; Jupyter opens such a file with a warning, so
+    the index reads it (its values with it) and says what it added."""
+    nb = _pump()
+    parent: Any = nb
+    for step in path[:-1]:
+        parent = parent[step]
+    del parent[path[-1]]
+    parsed = read_notebook_bytes(_nb_bytes(nb), "gen.ipynb")
+    assert "head = 12.5" in parsed.cells[1].source
+    assert any(note in n for n in parsed.notes), parsed.notes
+    assert "12.5" in str(parsed.cells[1].outputs[1].data)
+
+
+def test_a_tools_own_top_level_key_is_dropped_and_noted() -> None:
+    nb = _pump()
+    nb["generator"] = {"name": "report-tool"}
+    parsed = read_notebook_bytes(_nb_bytes(nb), "gen.ipynb")
+    assert "repaired: removed unexpected top-level 'generator'" in parsed.notes
+    assert parsed.cells[1].outputs[0].text == "head: 12.5\n"
+
+
+def test_a_key_of_the_wrong_type_is_still_quarantined() -> None:
+    nb = _pump()
+    nb["cells"][1]["outputs"][0]["name"] = 7
+    with pytest.raises(NotebookUnreadable) as info:
+        read_notebook_bytes(_nb_bytes(nb), "bad.ipynb")
+    assert "schema violation at cells/1" in info.value.reason
+
+
+def test_utf16_with_its_byte_order_mark_is_read_and_noted() -> None:
+    """Windows PowerShell 5 writes `> out.ipynb` as UTF-16 with a byte order mark."""
+    text = nbformat.writes(nbformat.from_dict(_pump()))
+    for encoding in ("utf-16", "utf-16-be"):
+        data = text.encode(encoding) if encoding == "utf-16" else b"\xfe\xff" + text.encode(encoding)
+        parsed = read_notebook_bytes(data, "ps.ipynb")
+        assert parsed.cells[1].outputs[0].text == "head: 12.5\n"
+        assert any("read as UTF-16" in n for n in parsed.notes)
+    with pytest.raises(NotebookUnreadable):  # without the mark nothing says the encoding: not guessed
+        read_notebook_bytes(text.encode("utf-16-le"), "no_bom.ipynb")
+
+
+def test_a_git_lfs_pointer_and_a_merge_conflict_say_what_to_do() -> None:
+    pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"a" * 64 + b"\nsize 123\n"
+    with pytest.raises(NotebookUnreadable) as info:
+        read_notebook_bytes(pointer, "lfs.ipynb")
+    assert "Git LFS pointer" in info.value.reason and "git lfs pull" in info.value.reason
+    lines = nbformat.writes(nbformat.from_dict(_pump())).splitlines(keepends=True)
+    conflicted = "".join([*lines[:5], "<<<<<<< HEAD\n", *lines[5:8], "=======\n", *lines[5:8],
+                          ">>>>>>> theirs\n", *lines[8:]])
+    with pytest.raises(NotebookUnreadable) as info:
+        read_notebook_bytes(conflicted.encode(), "merge.ipynb")
+    assert "unresolved merge conflict" in info.value.reason and "line 6" in info.value.reason

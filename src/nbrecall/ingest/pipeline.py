@@ -42,7 +42,7 @@ from nbrecall.ingest.figures import FigureWork, describe_waiting
 from nbrecall.ingest.lock import IndexLocked, WriterLock
 from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders_dir
 from nbrecall.ingest.vectors import Progress, fill_vectors, priority, vectors_from_cache
-from nbrecall.notebook.read import read_notebook
+from nbrecall.notebook.read import READER_VERSION, read_notebook
 from nbrecall.plugins import PluginManager, plugin_manager
 from nbrecall.protocols import Manifest, Store
 from nbrecall.records import CellRecord, ChunkRow, ContentRecord, FileRecord, PendingVector
@@ -231,8 +231,10 @@ def _run(run: _Run, roots: list[Path], batch_notebooks: int) -> None:
     # notebooks quarantined by another version are read again: a newer reader may repair what an older one could
     # not (files that could not even be opened are looked at again anyway, see `_unreadable_records`).
     current = run.fingerprint
+    quarantined = {record.sha256 for record in manifest.contents("quarantined")}
     outdated = {sha for sha, value in manifest.fingerprints().items()
-                if value != current and not sha.startswith(_UNREADABLE)}
+                if value != (quarantine_fingerprint(current) if sha in quarantined else current)
+                and not sha.startswith(_UNREADABLE)}
     for record in found.files:
         if record.sha256 in outdated and record.sha256 not in todo:
             todo[record.sha256] = record
@@ -362,6 +364,12 @@ def unreadable_sha(root: str, rel: str, reason: str) -> str:
     return f"{_UNREADABLE}{digest[:40]}"
 
 
+def quarantine_fingerprint(fingerprint: str) -> str:
+    """What a quarantined content was judged with: the run's fingerprint and the reader's version, so that a reader
+    that accepts what it used to refuse (`notebook.read.READER_VERSION`) reads those files again, and only those."""
+    return f"{fingerprint}; reader {READER_VERSION}"
+
+
 def kept_notes(report: IndexReport) -> list[str]:
     """What a run kept although it could not see it, in the words the CLI, `serve` and `status` use."""
     return ([empty_root_note(*item) for item in report.empty_roots] + [unlisted_note(*item) for item in report.unlisted]
@@ -450,7 +458,7 @@ def _index_batch(
             raise WorkerFault(outcome.fault)
         if outcome.built is None:  # unreadable, or a bug or crash on this one notebook: quarantine with the reason
             records.append(ContentRecord(file.sha256, "quarantined", outcome.reason, file.root, file.rel,
-                                         meta={"fingerprint": run.fingerprint}))
+                                         meta={"fingerprint": quarantine_fingerprint(run.fingerprint)}))
             report.quarantined.append((file.rel, outcome.reason))
             continue
         chunks, record, cells, rows = outcome.built

@@ -23,6 +23,11 @@ from nbformat.validator import ValidationError
 from nbrecall.notebook.files import read_regular
 from nbrecall.notebook.model import Cell, Notebook, Output, Quarantined
 
+# Bumped when the reader reads files it used to quarantine: quarantined files are then read again on the next run
+# (`ingest.pipeline.quarantine_fingerprint`); indexed ones are not, since what the reader gives them is unchanged.
+# 2: missing required keys supplied, a tool's top-level keys dropped, UTF-16 with its byte order mark.
+READER_VERSION = 2
+
 
 class NotebookUnreadable(Exception):
     """Raised when a file cannot be read as a notebook; `reason` is one line for `nbrecall status`."""
@@ -66,10 +71,21 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
 
     if not data.strip():
         raise fail("empty file")
+    notes: list[str] = []
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise fail(f"invalid UTF-8 at byte {exc.start}") from exc
+        if not data.startswith(_UTF16_BOMS):
+            raise fail(f"invalid UTF-8 at byte {exc.start}") from exc
+        # What Windows PowerShell 5 writes for `> out.ipynb`: UTF-16 with a byte order mark, which says the
+        # encoding itself; Jupyter reads only UTF-8, so the file is read and the note says why it may not open.
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError as exc16:
+            raise fail(f"invalid UTF-16 at byte {exc16.start} (the file starts with a UTF-16 byte order mark)") \
+                from exc16
+        notes.append("read as UTF-16 (the file starts with its byte order mark); Jupyter reads only UTF-8 and may "
+                     "not open it")
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
@@ -82,13 +98,20 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
             # what Git writes for a symbolic link where it cannot make one (`core.symlinks` false, a zip of a clone)
             raise fail(f"not a notebook: the file holds only the path {target!r} (a symbolic link saved as a text "
                        "file? index the notebook it names instead)") from exc
+        if target.startswith("version https://git-lfs.github.com/spec/"):
+            raise fail("not a notebook: a Git LFS pointer (the notebook itself is in LFS storage; `git lfs pull` "
+                       "in its repository fetches it)") from exc
+        conflict = _CONFLICT_MARKER.search(text)
+        if conflict is not None:
+            line = text.count("\n", 0, conflict.start()) + 1
+            raise fail(f"unresolved merge conflict: a '<<<<<<<' marker at line {line} (resolve it, e.g. with "
+                       "nbdime's `git mergetool`, to index the notebook)") from exc
         # A string still open at the end of the file is reported where it starts: that is a cut file too.
         cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
         kind = "truncated JSON" if cut else "invalid JSON"
         raise fail(f"{kind}: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     if not isinstance(raw, dict) or "nbformat" not in raw:
         raise fail("not a notebook: JSON without an 'nbformat' field")
-    notes: list[str] = []
     if _SURROGATE_ESCAPE.search(text):
         replaced = _replace_lone_surrogates(raw)
         if replaced:
@@ -112,6 +135,9 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
     return _build(nb, path, digest, major, minor, notes, len(data), own_ids)
 
 
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+# Git writes `<<<<<<< ours`, `=======`, `>>>>>>> theirs` at line starts into a file it could not merge.
+_CONFLICT_MARKER = re.compile(r"^<{7}(?: |$)", re.MULTILINE)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -200,7 +226,8 @@ def _to_v4(raw: dict[str, Any], major: int, notes: list[str]) -> nbformat.Notebo
         notes.append(f"nbformat 4.{node['nbformat_minor']} is newer than 4.{nbformat.v4.nbformat_minor}: read "
                      "as nbformat's validator reads it (unknown cell types and fields allowed)")
     else:
-        _drop_unexpected_cell_keys(node, notes)
+        _drop_unexpected_keys(node, notes)
+    _fill_missing_keys(node, notes)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -233,9 +260,15 @@ _OUTPUT_KEYS = {
 }
 
 
-def _drop_unexpected_cell_keys(node: dict[str, Any], notes: list[str]) -> None:
-    """Remove keys a cell type or an output type may not carry (editors write e.g. `execution_count` on markdown
-    cells, front ends a `transient` on display outputs)."""
+_NOTEBOOK_KEYS = {"metadata", "nbformat_minor", "nbformat", "cells"}
+
+
+def _drop_unexpected_keys(node: dict[str, Any], notes: list[str]) -> None:
+    """Remove keys the notebook, a cell type or an output type may not carry (tools add their own top-level keys,
+    editors write e.g. `execution_count` on markdown cells, front ends a `transient` on display outputs)."""
+    for key in sorted(set(node) - _NOTEBOOK_KEYS):
+        del node[key]
+        notes.append(f"repaired: removed unexpected top-level '{key}'")
     minor = node.get("nbformat_minor", 0)
     allow_id = isinstance(minor, int) and minor >= 5
     for i, cell in enumerate(node["cells"]):
@@ -249,6 +282,49 @@ def _drop_unexpected_cell_keys(node: dict[str, Any], notes: list[str]) -> None:
             for key in sorted(set(output) - kept) if kept else []:
                 del output[key]
                 notes.append(f"repaired: removed unexpected '{key}' from output {j} of cell {i}")
+
+
+# What the nbformat 4 schema requires and a reader can supply without guessing at content: an empty container, an
+# empty text, no execution count. A stream's missing `name` is the one guess (`stdout`), and it only decides how the
+# text is labelled. Tools that write notebooks by hand (report generators, converters, old editors) leave these out;
+# Jupyter opens such a file with a warning, so the index reads it too instead of quarantining it.
+_REQUIRED_CELL: dict[str, dict[str, Any]] = {
+    "code": {"metadata": {}, "source": "", "outputs": [], "execution_count": None},
+    "markdown": {"metadata": {}, "source": ""},
+    "raw": {"metadata": {}, "source": ""},
+}
+_REQUIRED_OUTPUT: dict[str, dict[str, Any]] = {
+    "stream": {"name": "stdout", "text": ""},
+    "display_data": {"data": {}, "metadata": {}},
+    "execute_result": {"data": {}, "metadata": {}, "execution_count": None},
+    "error": {"ename": "", "evalue": "", "traceback": []},
+}
+
+
+def _fill_missing_keys(node: dict[str, Any], notes: list[str]) -> None:
+    """Add the required keys a notebook, its cells or their outputs lack, each with the neutral value in
+    `_REQUIRED_CELL` / `_REQUIRED_OUTPUT`, and note every addition; a key of the wrong type is left for the validator
+    to report."""
+    if "metadata" not in node:
+        node["metadata"] = nbformat.NotebookNode()
+        notes.append("repaired: added the missing notebook 'metadata' (empty)")
+    if "nbformat_minor" not in node:
+        node["nbformat_minor"] = 0
+        notes.append("repaired: added the missing 'nbformat_minor' (0)")
+    for i, cell in enumerate(node["cells"]):
+        for key, empty in _REQUIRED_CELL.get(cell["cell_type"], {}).items():
+            if key not in cell:
+                cell[key] = nbformat.from_dict(copy.deepcopy(empty))
+                notes.append(f"repaired: added the missing '{key}' to {cell['cell_type']} cell {i} "
+                             f"({json.dumps(empty)})")
+        outputs = cell.get("outputs") if cell["cell_type"] == "code" else None
+        for j, output in enumerate(outputs if isinstance(outputs, list) else []):
+            required = _REQUIRED_OUTPUT.get(str(output.get("output_type"))) if isinstance(output, dict) else None
+            for key, empty in (required or {}).items():
+                if key not in output:
+                    output[key] = nbformat.from_dict(copy.deepcopy(empty))
+                    notes.append(f"repaired: added the missing '{key}' to output {j} of cell {i} "
+                                 f"({json.dumps(empty)})")
 
 
 def _check_v3(node: dict[str, Any]) -> None:
