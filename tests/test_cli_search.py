@@ -216,6 +216,36 @@ def test_status_lists_the_first_quarantined_files_and_all_with_a_flag(tmp_path: 
     assert len(as_json["quarantined"]) == 13
 
 
+def test_forget_takes_a_gone_root_out_and_status_shows_the_roots(tmp_path: Path, model_cache: Path) -> None:
+    """A share indexed at one place and now at another: status names both roots and the missing one; `forget`
+    refuses a path that holds nothing indexed (naming the roots), says what a dry run would do, then forgets."""
+    old, new, index = tmp_path / "mnt" / "share", tmp_path / "media" / "share", tmp_path / "idx"
+    old.mkdir(parents=True)
+    (old / "broken.ipynb").write_text('{"nbformat": 4, "cells": [', encoding="utf-8")
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+          "cells": [{"id": "a", "cell_type": "markdown", "metadata": {}, "source": "# Winch brake load"}]}
+    (old / "winch.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    assert run(["index", str(old), "--index", str(index), "--no-vectors"], model_cache).exit_code == 0
+    new.parent.mkdir()
+    old.rename(new)
+    moved = run(["index", str(new), "--index", str(index), "--no-vectors"], model_cache)
+    assert moved.exit_code == 0, moved.output
+    status = run(["status", "--index", str(index)], model_cache).stdout
+    assert "missing" in status and str(old) in status and str(new) in status
+    assert f"{old}/broken.ipynb" in status  # two roots: each quarantined file with its root
+    typo = run(["forget", str(tmp_path / "mnt" / "shares"), "--index", str(index)], model_cache)
+    assert typo.exit_code == 2 and "no indexed file lies there" in typo.output and str(new) in typo.output
+    overlap = run(["index", str(new), "--index", str(index), "--forget", str(new / "sub")], model_cache)
+    assert overlap.exit_code == 2 and "cannot forget what this run indexes" in overlap.output
+    dry = run(["forget", str(old), "--index", str(index), "--dry-run"], model_cache)
+    assert dry.exit_code == 0 and "2 indexed file(s) would leave" in dry.output
+    assert len(json.loads(run(["status", "--index", str(index), "--json"], model_cache).stdout)["roots"]) == 2
+    done = run(["forget", str(old), "--index", str(index)], model_cache)
+    assert done.exit_code == 0 and "forgot 2 indexed file(s)" in done.output, done.output
+    roots = json.loads(run(["status", "--index", str(index), "--json"], model_cache).stdout)["roots"]
+    assert roots == [{"root": str(new.resolve()), "files": 2, "notebooks": 1, "quarantined": 1, "present": True}]
+
+
 def test_a_missed_value_named_beside_the_first_says_so() -> None:
     from nbrecall.cli.evaluate import _where_the_value_ranks
 

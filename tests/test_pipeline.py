@@ -230,6 +230,56 @@ def test_a_root_that_holds_none_of_its_notebooks_is_kept_until_pruning_is_asked_
         assert [rel for _root, rel in manifest.files()] == ["brake.ipynb"]
 
 
+def test_an_archive_moved_elsewhere_is_moved_in_the_index_without_indexing_it_again(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
+) -> None:
+    """A share mounted at a new place: `index NEW --forget OLD` takes the old root's files out, keeps every content
+    the new place holds (nothing chunked again), and search names the new paths only."""
+    old, new, index = tmp_path / "mnt" / "share", tmp_path / "media" / "share", tmp_path / "idx"
+    make_archive(old)
+    settings = settings_for(index)
+    store = open_store(settings, hash_embedder.dim)
+    first = run_index([old], settings, hash_embedder, store)
+    old.parent.rename(tmp_path / "media")  # the share is now at `new`; `old` does not exist
+    report = run_index([new], settings, hash_embedder, store, forget=[old])
+    assert report.notebooks_indexed == 0 and report.chunks_written == 0  # known contents: no chunking again
+    assert report.forgotten_files == first.files and report.notebooks_removed == 0
+    assert report.deleted_files == 0
+    found = search(index, store, hash_embedder, "catenary pretension")
+    assert found.notebooks and {h.root for h in found.hits(20)} == {str(new.resolve())}
+    with closing(open_manifest(settings, readonly=True)) as manifest:
+        assert {root for root, _rel in manifest.files()} == {str(new.resolve())}
+        assert [(r.root, r.files) for r in manifest.roots()] == [(str(new.resolve()), first.files)]
+        assert {c.root for c in manifest.contents()} == {str(new.resolve())}  # re-pointed: the viewer's title
+    consistent(index, store)
+
+
+def test_forgetting_a_folder_inside_a_root_removes_only_what_no_other_file_holds(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str
+) -> None:
+    root, other, index = tmp_path / "share", tmp_path / "other", tmp_path / "idx"
+    make_archive(root)
+    other.mkdir()
+    shutil.copy(root / "projects/2017/17-042/ballast.ipynb", other / "ballast_copy.ipynb")
+    settings = settings_for(index)
+    store = open_store(settings, hash_embedder.dim)
+    run_index([root, other], settings, hash_embedder, store)
+    with pytest.raises(ValueError, match="cannot forget what this run indexes"):
+        run_index([root], settings, hash_embedder, store, forget=[root / "projects"])
+    report = run_index([], settings, hash_embedder, store, forget=[root / "projects"])
+    assert report.forgotten_files == 3 and report.notebooks_removed == 2  # the ballast content stays: its copy
+    assert not any(h.notebook.startswith("projects/") for h in search(index, store, hash_embedder,
+                                                                      "catenary pretension").hits(20))
+    hits = search(index, store, hash_embedder, "ballast aft").hits(20)
+    assert (str(other.resolve()), "ballast_copy.ipynb") in {(h.root, h.notebook) for h in hits}
+    with closing(open_manifest(settings, readonly=True)) as manifest:
+        assert sorted(rel for _root, rel in manifest.files()) == [
+            ".ipynb_checkpoints/ballast-checkpoint.ipynb", "ballast_copy.ipynb", "scratch/broken.ipynb"]
+    report = run_index([], settings, hash_embedder, store, forget=[tmp_path / "elsewhere"])
+    assert report.forgotten_files == 0 and report.notebooks_removed == 0
+    consistent(index, store)
+
+
 def test_a_folder_that_cannot_be_listed_keeps_its_notebooks(
     tmp_path: Path, hash_embedder: HashEmbedder, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

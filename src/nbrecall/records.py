@@ -124,6 +124,17 @@ class FileRecord:
     sha256: str
 
 
+@dataclass(frozen=True)
+class RootSummary:
+    """What the index holds from one root (`Manifest.roots`): its files, and how many of them are indexed
+    notebooks and quarantined files."""
+
+    root: str
+    files: int
+    notebooks: int
+    quarantined: int
+
+
 @dataclass
 class ContentRecord:
     """A notebook content (keyed by SHA-256; identical files are indexed once) and what became of it."""

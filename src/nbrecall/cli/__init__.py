@@ -4,7 +4,7 @@ One module per command (or group of commands), on what they share in `common` (t
 settings, executor, console and fault handling):
 
 - `convert`: `convert` (notebooks as LLM-addressable markdown);
-- `index`: `index` (an indexing run);
+- `index`: `index` (an indexing run) and `forget` (folders or notebooks out of the index);
 - `search`: `search` (through a running server or here) and the printing of its results;
 - `status`: `status` (what the index holds);
 - `evaluate`: `eval` (retrieval or answers measured on a query set);
@@ -27,6 +27,7 @@ __all__ = ["app", "main"]
 # Typer lists the commands in the order they are registered (and groups after them).
 app.command()(convert.convert)
 app.command()(index.index)
+app.command()(index.forget)
 app.command()(search.search)
 app.command()(status.status)
 app.command("eval")(evaluate.eval_command)

@@ -1,4 +1,5 @@
-"""`nbrecall index`: an indexing run with its progress bar, and the table of what it did."""
+"""`nbrecall index`: an indexing run with its progress bar, and the table of what it did; `nbrecall forget`: a run
+that only takes folders or notebooks out of the index."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from nbrecall.cli.common import (
     _settings,
     err,
 )
+from nbrecall.config import Settings
 
 
 def index(
@@ -44,6 +46,12 @@ def index(
                                       "(a content replaced with both kept: cp -p, a restore from backup)."),
     ] = False,
     executor: ExecutorOpt = None,
+    forget: Annotated[
+        list[Path] | None,
+        typer.Option("--forget", help="A folder or notebook, on disk or gone, whose indexed files leave the index in "
+                                      "this run (repeatable): `index NEW --forget OLD` moves an archive without "
+                                      "indexing it again."),
+    ] = None,
 ) -> None:
     """Index notebook archives: incremental, resumable, one writer at a time."""
     import time
@@ -67,6 +75,9 @@ def index(
         if not root.exists():
             err.print(f"[red]error:[/red] {_plain(root)}: no such file or folder")
             raise typer.Exit(2)
+    forget = forget or []
+    if forget:
+        check_forget(settings, forget, roots)
     with _index_faults(settings, "opening"):
         index_exists(settings)  # a bad store URL or a server that is down: said now, before the model loads
     pool = _executor(settings, executor)  # an unreachable cluster is said now too
@@ -92,7 +103,7 @@ def index(
         try:
             with pool, _index_faults(settings, "indexing"):
                 result = run_index(roots, settings, embedder, chunks, progress=report, defer_vectors=defer_vectors,
-                                   executor=pool, plugins=plugins)
+                                   executor=pool, plugins=plugins, forget=forget)
         except IndexLocked as exc:
             err.print(f"[red]locked:[/red] {_plain(exc)}")
             raise typer.Exit(3) from exc
@@ -111,6 +122,7 @@ def index(
         ("files hashed", result.hashed),
         ("new or changed files", result.changed),
         ("deleted files", result.deleted_files),
+        *([("forgotten files (--forget)", result.forgotten_files)] if forget else []),
         ("notebooks indexed", result.notebooks_indexed),
         ("  re-indexed for a new or removed render", result.rerendered),
         ("quarantined", len(result.quarantined)),
@@ -133,3 +145,80 @@ def index(
         err.print(f"[yellow]kept:[/yellow] {escape(note)}", soft_wrap=True)
     for rel, reason in result.quarantined:
         err.print(f"[yellow]quarantined[/yellow] {escape(str(rel))}: {escape(str(reason))}", highlight=False)
+
+
+def check_forget(settings: Settings, forget: list[Path], roots: list[Path]) -> None:
+    """Refuse (exit 2) a path to forget that overlaps a root of the run, or under which nothing is indexed (naming
+    the roots the index holds, so a typo is not taken for a done job)."""
+    from nbrecall.backends import index_exists, open_manifest
+    from nbrecall.ingest.discover import files_under, overlaps
+
+    for path in forget:
+        for root in roots:
+            if overlaps(path, root):
+                err.print(f"[red]error:[/red] {_plain(path)}: cannot forget what this run indexes ({_plain(root)}); "
+                          "to keep a folder out of a root, name it in [discover] exclude", soft_wrap=True)
+                raise typer.Exit(2)
+    with _index_faults(settings, "reading"):
+        if not index_exists(settings):
+            err.print(f"[red]error:[/red] {describe(settings)}: no index here; nothing to forget")
+            raise typer.Exit(2)
+        manifest = open_manifest(settings, readonly=True)
+        try:
+            known = list(manifest.files())
+        finally:
+            manifest.close()
+    for path in forget:
+        if not files_under([path], known):
+            held = sorted({root for root, _rel in known})
+            err.print(f"[red]error:[/red] {_plain(path)}: no indexed file lies there; the index holds files under "
+                      f"{', '.join(held[:10]) or 'no root'}{' …' if len(held) > 10 else ''}", soft_wrap=True)
+            raise typer.Exit(2)
+
+
+def forget(
+    paths: Annotated[list[Path], typer.Argument(help="Folders or notebooks to take out of the index (on disk or "
+                                                     "gone).")],
+    index_dir: IndexOpt = None,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say how many indexed files each path holds; change "
+                                                            "nothing.")] = False,
+) -> None:
+    """Take folders or notebooks out of the index (a share now mounted elsewhere, a folder indexed by mistake); the
+    files on disk are not touched. A later `index` of a root that holds them brings them back."""
+    from rich.markup import escape
+
+    from nbrecall.backends import open_manifest
+    from nbrecall.index.embedder_from_settings import make_embedder
+    from nbrecall.ingest.discover import files_under
+    from nbrecall.ingest.lock import IndexLocked
+    from nbrecall.ingest.pipeline import run_index
+    from nbrecall.plugins import plugin_manager
+    from nbrecall.service import open_store
+
+    settings = _settings(config, index_dir, store)
+    check_forget(settings, paths, [])
+    if dry_run:
+        with _index_faults(settings, "reading"):
+            manifest = open_manifest(settings, readonly=True)
+            try:
+                known = list(manifest.files())
+            finally:
+                manifest.close()
+        for path in paths:
+            err.print(f"{escape(_plain(path))}: {len(files_under([path], known)):,} indexed file(s) would leave the "
+                      "index", soft_wrap=True)
+        return
+    plugins = plugin_manager(settings)
+    embedder = make_embedder(settings, plugins)
+    with _index_faults(settings, "opening"):
+        chunks = open_store(settings, embedder.dim)
+    try:
+        with _index_faults(settings, "indexing"):
+            result = run_index([], settings, embedder, chunks, defer_vectors=True, plugins=plugins, forget=paths)
+    except IndexLocked as exc:
+        err.print(f"[red]locked:[/red] {_plain(exc)}")
+        raise typer.Exit(3) from exc
+    err.print(f"forgot {result.forgotten_files:,} indexed file(s); {result.notebooks_removed:,} of their contents "
+              "were in no other file and left the index", soft_wrap=True)

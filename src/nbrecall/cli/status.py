@@ -4,7 +4,9 @@ object."""
 
 from __future__ import annotations
 
+import os
 import sys
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -52,6 +54,7 @@ def status(
     with _index_faults(settings, "reading"):
         manifest = open_manifest(settings, readonly=True)
         stats = manifest.stats()
+        roots = manifest.roots()
     share = stats["embedded"] / stats["chunks"] if stats["chunks"] else 1.0
     figures = _figure_counts(settings, manifest)
     from nbrecall.index.family_store import family_store
@@ -76,7 +79,8 @@ def status(
         links = [{"path": str(rel), "target": str(target)} for rel, target in last.get("outside_links") or []]
         document = {"index": describe(settings), "counts": counts,
                     "embedding_progress": round(share, 4), "renders": renders, "quarantined": quarantine,
-                    "outside_links": links, "figures": figures, "kept_by_last_run": last.get("kept") or []}
+                    "outside_links": links, "figures": figures, "kept_by_last_run": last.get("kept") or [],
+                    "roots": [{**asdict(r), "present": os.path.exists(r.root)} for r in roots]}
         sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
         return
     out = _console()
@@ -94,6 +98,15 @@ def status(
         table.add_row("notebook families (2+ versions)", f"{family_counts[0]:,}")
         table.add_row("  notebooks in them", f"{family_counts[1]:,}")
     out.print(table)
+    if len(roots) > 1 or any(not os.path.exists(r.root) for r in roots):
+        # Where the files came from: a root indexed long ago, a share mounted elsewhere now (`nbrecall forget`)
+        rt = Table(title="roots")
+        for name in ("root", "files", "notebooks", "quarantined", "here"):
+            rt.add_column(name, justify="left" if name in ("root", "here") else "right")
+        for held in roots:
+            rt.add_row(escape(held.root), f"{held.files:,}", f"{held.notebooks:,}", f"{held.quarantined:,}",
+                       "yes" if os.path.exists(held.root) else "[yellow]missing[/yellow] (nbrecall forget?)")
+        out.print(rt)
     renders = manifest.render_counts()
     if renders:
         r = Table(title="notebooks by render status (as indexed)")
@@ -121,8 +134,9 @@ def status(
     quarantined = manifest.contents("quarantined")
     if quarantined:
         # The first few files in a table, the rest counted: 143 rows of Rich table took ~0.3 s of a 41k `status`.
-        files = [(rel, rec.reason) for rec in quarantined
-                 for _root, rel in manifest.paths_of(rec.sha256) or [(rec.root, rec.rel)]]
+        several = len(roots) > 1  # then a path is named with its root: `a.ipynb` may be in each
+        files = [(os.path.join(root, rel) if several else rel, rec.reason) for rec in quarantined
+                 for root, rel in manifest.paths_of(rec.sha256) or [(rec.root, rec.rel)]]
         shown = files if all_quarantined else files[:QUARANTINE_SHOWN]
         q = Table(title=f"{len(files):,} quarantined file(s): retried when their content changes")
         q.add_column("file")

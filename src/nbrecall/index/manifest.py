@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from nbrecall.index.faults import damaged
-from nbrecall.records import CellRecord, ContentRecord, FileRecord, PendingVector
+from nbrecall.records import CellRecord, ContentRecord, FileRecord, PendingVector, RootSummary
 
 if TYPE_CHECKING:  # read when facts are (the fact reader imports the output rules: 0.3 s of a `status`)
     from nbrecall.notebook.facts import Fact
@@ -65,6 +65,11 @@ PENDING = "pending_vectors"
 # pages back at the end of each run (`auto_vacuum` INCREMENTAL, set before its first table); an older one is
 # rewritten once (VACUUM) at the end of a run that leaves over `RECLAIM_SHARE` of its pages free.
 RECLAIM_SHARE = 0.25
+
+# One row per root: its files, and how many hold an indexed or a quarantined content (both stores).
+ROOTS_SQL = ("SELECT f.root, COUNT(*), COALESCE(SUM(CASE WHEN c.status = 'indexed' THEN 1 ELSE 0 END), 0),"
+             " COALESCE(SUM(CASE WHEN c.status = 'quarantined' THEN 1 ELSE 0 END), 0)"
+             " FROM files f LEFT JOIN contents c ON c.sha256 = f.sha256 GROUP BY f.root ORDER BY f.root")
 
 # A content records the path it was first indexed under (`contents.root`, `rel`: the viewer's title, the file a
 # re-render reads). When that file is deleted, moved, or holds another content now while a copy stays, the record is
@@ -141,6 +146,10 @@ class SqliteManifest:
         if root is not None:
             sql, args = sql + " WHERE root = ?", (root,)
         return {(r["root"], r["rel"]): FileRecord(*r) for r in self.db.execute(sql, args)}
+
+    def roots(self) -> list[RootSummary]:
+        """What the index holds from each root, in root order (`ROOTS_SQL`)."""
+        return [RootSummary(*row) for row in self.db.execute(ROOTS_SQL)]
 
     def content(self, sha: str) -> ContentRecord | None:
         row = self.db.execute("SELECT * FROM contents WHERE sha256 = ?", (sha,)).fetchone()

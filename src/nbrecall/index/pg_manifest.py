@@ -22,12 +22,19 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from nbrecall.index.manifest import MISPLACED_SQL, REPOINT_SQL, fact_rows, facts_from_rows, render_summary
+from nbrecall.index.manifest import (
+    MISPLACED_SQL,
+    REPOINT_SQL,
+    ROOTS_SQL,
+    fact_rows,
+    facts_from_rows,
+    render_summary,
+)
 from nbrecall.index.pg_db import PgDatabase, clean_json, clean_text
 from nbrecall.index.pg_schema import MANIFEST_MIGRATIONS
 from nbrecall.index.pg_sql import upsert_sql
 from nbrecall.notebook.facts import Fact
-from nbrecall.records import CellRecord, ContentRecord, FileRecord, PendingVector
+from nbrecall.records import CellRecord, ContentRecord, FileRecord, PendingVector, RootSummary
 
 _CONTENT_COLUMNS = "sha256, status, reason, root, rel, n_cells, n_chunks, n_embedded, meta"
 _SAVE_CONTENT = upsert_sql("contents", [*_CONTENT_COLUMNS.split(", "), "indexed_at"], ["sha256"])
@@ -77,6 +84,10 @@ class PgManifest:
         if root is not None:
             sql, args = sql + " WHERE root = %s", (root,)
         return {(r[0], r[1]): FileRecord(*r) for r in self._all(sql, args)}
+
+    def roots(self) -> list[RootSummary]:
+        """`SqliteManifest.roots`."""
+        return [RootSummary(*row) for row in self._all(ROOTS_SQL)]
 
     def content(self, sha: str) -> ContentRecord | None:
         rows = self._all(f"SELECT {_CONTENT_COLUMNS} FROM contents WHERE sha256 = %s", (sha,))

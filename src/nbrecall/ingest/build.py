@@ -47,6 +47,7 @@ class IndexReport:
     hashed: int = 0
     changed: int = 0
     deleted_files: int = 0
+    forgotten_files: int = 0  # files the run was told to forget (`run_index(forget=...)`), gone from disk or not
     notebooks_indexed: int = 0
     quarantined: list[tuple[str, str]] = field(default_factory=list)
     chunks_written: int = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISLNK, S_ISREG
@@ -53,7 +54,8 @@ def too_large(size: int, cap_mb: float) -> str:
 def empty_root_note(root: str, kept: int) -> str:
     """What a run says of a root that held none of the notebooks indexed from it (`Discovery.empty_roots`)."""
     return (f"{root} holds none of the {kept:,} notebook files indexed from it (a share that is not mounted?): they "
-            "stay in the index; if the folder was emptied on purpose, set [discover] prune_empty_roots = true")
+            "stay in the index; if the folder was emptied on purpose, `nbrecall forget` it (or set [discover] "
+            "prune_empty_roots = true)")
 
 
 def unread_note(root: str, rel: str, reason: str) -> str:
@@ -95,6 +97,32 @@ def _keep_unlisted(result: Discovery, root_key: str, base: Path, errors: list[OS
             seen.add((old.root, old.rel))
             result.files.append(old)
         result.unlisted.append((root_key, folder, exc.strerror or str(exc), len(kept)))
+
+
+def files_under(paths: list[Path], known: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The indexed files (`known`'s `(root, rel)` keys) at or under one of `paths`: every file of a root that is, or
+    lies in, one of them, and the files of a root that holds one of them. A path is compared in absolute form and
+    with its links resolved as far as it exists (roots are recorded resolved), so a share that is gone can be named
+    still."""
+    wanted = sorted({form for p in paths for form in (os.path.abspath(p), os.path.realpath(p))})
+    found = []
+    for root, rel in known:
+        for path in wanted:
+            if _inside(root, [path]):
+                found.append((root, rel))
+                break
+            if _inside(path, [root]) and path != root:  # a folder or a notebook inside the root
+                inner = Path(os.path.relpath(path, root)).as_posix()
+                if rel == inner or rel.startswith(inner + "/"):
+                    found.append((root, rel))
+                    break
+    return found
+
+
+def overlaps(path: Path, other: Path) -> bool:
+    """Whether one of the two holds the other (or they are the same), compared in absolute form."""
+    a, b = os.path.abspath(path), os.path.abspath(other)
+    return _inside(a, [b]) or _inside(b, [a])
 
 
 def _inside(real: str, roots: list[str]) -> bool:

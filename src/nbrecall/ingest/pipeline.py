@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, nullcontext
 from dataclasses import dataclass, replace
@@ -36,7 +36,7 @@ from nbrecall.index.cache import EmbeddingCache
 from nbrecall.index.embed import Embedder
 from nbrecall.index.faults import storage_fault
 from nbrecall.ingest.build import IndexReport, fingerprint
-from nbrecall.ingest.discover import discover, empty_root_note, unlisted_note, unread_note
+from nbrecall.ingest.discover import discover, empty_root_note, files_under, overlaps, unlisted_note, unread_note
 from nbrecall.ingest.families import FamilyWriter
 from nbrecall.ingest.figures import FigureWork, describe_waiting
 from nbrecall.ingest.lock import IndexLocked, WriterLock
@@ -74,6 +74,7 @@ class _Run:
     progress: Progress | None = None
     families: FamilyWriter | None = None  # None: `[families] enabled = false`, or a step that does not group
     figures: FigureWork | None = None  # None: no figure describer
+    forget: tuple[Path, ...] = ()  # folders and notebooks whose indexed files leave the index (`run_index`)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -93,13 +94,24 @@ def run_index(
     executor: Executor | None = None,
     describer: Describer | None = None,
     plugins: PluginManager | None = None,
+    forget: Sequence[Path] = (),
 ) -> IndexReport:
     """Index `roots` into `settings.index_dir`; safe to interrupt and re-run.
+
+    `forget`: folders or notebooks, on disk or gone (a share mounted elsewhere now, a folder indexed by mistake),
+    whose indexed files leave the index in this run as deleted files do; their contents go unless another file
+    still holds them (so `roots=[new place], forget=[old place]` moves an archive without indexing it again). None
+    may overlap a root of the run (`ValueError`).
 
     `defer_vectors` stops after phase 1 (everything keyword-searchable); a later run embeds the queue and
     describes the figures. `executor` runs parse/analyse/chunk (`nbrecall.executor`; default: in this process); the
     caller closes it. `describer` overrides the one `[vision]` configures. `plugins`: the plugin manager (the
     metadata extractors, the describer; default: built from `settings`)."""
+    for gone in forget:
+        for root in roots:
+            if overlaps(gone, root):
+                raise ValueError(f"{gone}: cannot forget what this run indexes ({root}); to keep a folder out of a "
+                                 "root, name it in [discover] exclude")
     report = IndexReport()
     index_dir = settings.index_dir
     plugins = plugins if plugins is not None else plugin_manager(settings)
@@ -121,7 +133,7 @@ def run_index(
             run = _Run(
                 settings, embedder, store, manifest, cache, report, plugins, executor or InlineExecutor(), progress,
                 families=FamilyWriter(manifest, settings.families) if settings.families.enabled else None,
-                figures=figures,
+                figures=figures, forget=tuple(forget),
             )
             _run(run, roots, batch_notebooks)
             if not defer_vectors:  # vectors, then (with a describer) figure descriptions and their vectors
@@ -133,6 +145,7 @@ def run_index(
             manifest.end_run(run_id, {
                 "indexed": report.notebooks_indexed,
                 "removed": report.notebooks_removed,
+                "forgot": [str(p) for p in forget],
                 # what `nbrecall status` lists: notebooks this run read through links out of the roots
                 "outside_links": [list(pair) for pair in report.outside_links[:MAX_LISTED_LINKS]],
                 "outside_links_total": len(report.outside_links),
@@ -216,12 +229,18 @@ def _run(run: _Run, roots: list[Path], batch_notebooks: int) -> None:
     state, orphans, families and the keyword index."""
     settings, store, manifest, report = run.settings, run.store, run.manifest, run.report
     started = time.perf_counter()
-    found = discover(roots, manifest.files(), settings.discover)
+    known_files = manifest.files()
+    found = discover(roots, known_files, settings.discover)
     report.add_time("discover", time.perf_counter() - started)
     report.files, report.hashed = len(found.files), found.hashed
     report.outside_links = [(rel, target) for _root, rel, target in found.outside]
     report.empty_roots, report.unlisted, report.unread = found.empty_roots, found.unlisted, found.unread
     report.changed, report.deleted_files = len(found.changed), len(found.deleted)
+    if run.forget:  # as if deleted from disk
+        listed = set(found.deleted)
+        forgotten = [key for key in files_under(list(run.forget), known_files) if key not in listed]
+        found.deleted.extend(forgotten)
+        report.forgotten_files = len(forgotten)
     known = manifest.content_shas()
     todo: dict[str, FileRecord] = {}
     for record in found.files:  # new contents, and any a file still points at but that is gone (see below)
