@@ -13,9 +13,9 @@ from nbformat import v4
 
 from conftest import HashEmbedder, code, result, stream, write_nb
 from nbrecall.answer.answer import answer, llm_context, stream_answer
-from nbrecall.answer.compose import with_values
+from nbrecall.answer.compose import shows_number, with_values
 from nbrecall.answer.context import TRUNCATED, VALUES_HEADING, build_context, notebook_heading, render_cell
-from nbrecall.answer.question import read_question
+from nbrecall.answer.question import number_alone, read_question
 from nbrecall.answer.sentences import sentences
 from nbrecall.answer.types import Answer, Citation
 from nbrecall.config import Settings
@@ -189,6 +189,34 @@ def test_a_pasted_wall_of_words_is_quoted_back_short(archive: Archive) -> None:
     assert once.values and "does not say “zorblax flux”" in (once.notice or "")
     found = ask(archive, "what " + "zorblax flux " * 2000 + "did we use for the ballast aft")
     assert "no notebook found mentions “zorblax flux”" in (found.notice or "") and len(found.notice or "") < 400
+
+
+@pytest.mark.parametrize(("text", "readings"), [
+    ("3803", [(3803.0, 0)]), ("1,284.6", [(1284.6, 1)]), ("1.284,6", [(1284.6, 1)]), ("12 345,6", [(12345.6, 1)]),
+    ("0,702", [(702.0, 0), (0.702, 3)]), ("12.5 %", [(12.5, 1), (0.125, 3)]), ("3803 m3", [(3803.0, 0)]),
+    ("-4.5e-3", [(-0.0045, 4)]), ("3803.0?", [(3803.0, 1)]),
+    ("what is 3803", []), ("130 m vessel", []), ("ballast 1284.6 aft", []), ("v2.1.3", []),
+])
+def test_a_number_alone_is_read_every_way_it_may_be_written(text: str, readings: list[tuple[float, int]]) -> None:
+    assert number_alone(text) == readings
+
+
+def test_a_number_pasted_alone_gets_the_cells_that_print_it(archive: Archive) -> None:
+    """A figure pasted from a report asks where it was printed: the values that show it lead, exact ones first,
+    one per cell, in retrieval's order; never another number (a number the question gives counts against a value
+    in a value answer)."""
+    found = ask(archive, "1,284.6")
+    assert found.values and {float(v.value.replace(",", "")) for v in found.values} == {1284.6}
+    assert {(v.citation.notebook, v.citation.cell) for v in found.values} == {(BALLAST, 3), (BALLAST, 4)}
+    assert "a number alone" in (found.notice or "") and "rounded" not in (found.notice or "")
+    rounded = ask(archive, "1285")
+    assert rounded.values and float(rounded.values[0].value.replace(",", "")) == 1284.6
+    assert "rounded to the decimals typed" in (rounded.notice or "")
+    assert shows_number("1,284.6", [(1285.0, 0)]) == 1 and shows_number("1284.6", [(1284.6, 1)]) == 2
+    assert shows_number("1284.6", [(1284.0, 0)]) == 0 and shows_number("n/a", [(1.0, 0)]) == 0
+    none = ask(archive, "777.77")
+    assert not none.values and "no printed value of the notebooks found shows 777.77" in (none.notice or "")
+    assert none.citations  # the closest cell still
 
 
 def test_value_from_a_dataframe_cell(archive: Archive) -> None:

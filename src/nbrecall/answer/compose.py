@@ -39,6 +39,7 @@ from nbrecall.answer.sentences import clip, term_answer
 from nbrecall.answer.types import Answer, Citation, FoundValue
 from nbrecall.answer.values import ValueWeights
 from nbrecall.index.terms import match, term_set
+from nbrecall.notebook.printed import leading_number
 from nbrecall.records import Hit, SearchFilters
 from nbrecall.search.retrieve import SearchResult
 
@@ -244,6 +245,8 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     if not result.notebooks or not result.notebooks[0].hits:
         return no_match(question)
     q = read_question(question)
+    if q.lookup:  # a number pasted alone: where it is printed, not a value for it
+        return number_answer(q, result, archive, filters, weights, ranked)
     found = found_terms(q, result, archive)
     if q.terms and not found:
         return no_match(question)  # vector search always finds neighbours; none of them shares a word
@@ -282,6 +285,45 @@ def extractive_answer(question: str, result: SearchResult, archive: Archive,
     if value is not None and _value_fits(q, result, value, ranked, w):
         return value
     return with_values(place_answer(q, result, archive), value)
+
+
+def shows_number(value: str, readings: list[tuple[float, int]]) -> int:
+    """How a printed value shows a number typed alone (`Question.lookup`): 2 exactly, 1 rounded to the decimals
+    it was typed with (`3802.7` for `3803`: a report prints rounded figures), 0 not at all."""
+    number = leading_number(value)
+    if number is None:
+        return 0
+    if any(number == r for r, _ in readings):
+        return 2
+    return 1 if any(abs(round(number, d) - r) <= 1e-9 * max(1.0, abs(r)) for r, d in readings) else 0
+
+
+def number_answer(question: Question, result: SearchResult, archive: Archive, filters: SearchFilters | None = None,
+                  weights: ValueWeights | None = None, ranked: list[RankedFact] | None = None) -> Answer:
+    """For a number typed alone: the printed values of the found notebooks that show it, exact ones first, then in
+    retrieval's order, one per cell (a number printed in three cells is three places to look); retrieval's cell
+    when none does. Ranking these as answers to a question would weigh them against the number itself (a number
+    the question gives is an input, not its answer: `values.score`), so they keep retrieval's order."""
+    if ranked is None:
+        ranked = ordered_values(question, result, archive, filters, weights)
+    order = {id(c): i for i, c in enumerate(ranked)}
+    showing = sorted((c for c in ranked if shows_number(c.fact.value, question.lookup)),
+                     key=lambda c: (-shows_number(c.fact.value, question.lookup), c.rank is None, c.rank or 0,
+                                    order[id(c)]))
+    picked = pick_values(showing, 1 + ALTERNATIVES, distinct_values=False)
+    if not picked:
+        return place_answer(question, result, archive, f"no printed value of the notebooks found shows "
+                            f"{clip(question.text, 40)}: the closest cell is shown")
+    values = [_found(c) for c in picked]
+    lines = [f"{v.shown} — {v.citation.label()}{_meta(v)}" for v in values]
+    if len(lines) > 1:
+        lines.insert(1, "Also shown in:")
+        lines[2:] = [f"  {line}" for line in lines[2:]]
+    rounded = "" if all(shows_number(v.value, question.lookup) == 2 for v in values) else \
+        "; some show it rounded to the decimals typed"
+    citations = list(dict.fromkeys(v.citation for v in values))
+    return Answer(question.text, "\n".join(lines), citations, "extractive",
+                  f"a number alone: the cells that print it{rounded}", values, question.kind, places=citations)
 
 
 def _keywords_for_a_value(question: Question, value: Answer) -> bool:

@@ -84,6 +84,18 @@ _ASKED = re.compile(
     r"is|are|was|were|do|does|did|can|could|should|would|will|has|have|wie|wo|welche[rsnm]?|warum|wann|ist|sind)\b",
     re.I,
 )
+# A question that is one number as a report prints it (`3803`, `1,284.6`, `0.702`, `12.5 %`, `3803 m3`): a figure
+# pasted to find the cells that show it. The shape of a number only: digits with thousands groups, a decimal part,
+# an exponent, then at most a percent sign or one short unit-like token.
+_NUMBER_ALONE = re.compile(
+    r"^(?P<number>[-+−]?(?:\d{1,3}(?:[,.' ]\d{3})+|\d+)(?:[.,]\d+)?(?:[eE][-+]?\d+)?)"
+    r"(?P<percent>\s*%)?(?:\s*[^\W\d_][\w/^*·.²³-]{0,7})?$"
+)
+# A number read with `.` or with `,` as its decimal point, the other marks (and `'`, a space) grouping thousands.
+_READING = {
+    ".": re.compile(r"[-+]?(?:\d{1,3}(?:[,' ]\d{3})+|\d+)(?:\.\d+)?"),
+    ",": re.compile(r"[-+]?(?:\d{1,3}(?:[.' ]\d{3})+|\d+)(?:,\d+)?"),
+}
 _NUMBERS = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)?(?![\w.]*[A-Za-z])(?P<percent>\s*%)?")
 # Number words and ordinals name numbers a notebook prints as digits ("the second well" → `Well 2`).
 _NUMBER_WORDS = {w: str(i) for i, group in enumerate([
@@ -113,6 +125,34 @@ class Question:
     subject: list[str] = field(default_factory=list)  # terms of what is asked about (the first noun phrase)
     asked: bool = False  # put as a question (an interrogative or auxiliary opening a clause), not typed as keywords
     error: bool = False  # quotes an exception or warning class (`TypeError: …`): an error pasted in
+    # The question is one number alone (`number_alone`): each way it may be read, with the decimals it was typed to
+    lookup: list[tuple[float, int]] = field(default_factory=list)
+
+
+def number_alone(text: str) -> list[tuple[float, int]]:
+    """The readings of a question that is one number alone (empty for any other question), each with the decimals
+    it was typed to: `1,284.6` is 1284.6 (1 decimal); `0,702` is 0.702 (3) or 702 (0), since a comma separates
+    decimals in some locales and thousands in others; a percentage is also its fraction (`12.5 %`: 12.5 and
+    0.125)."""
+    found = _NUMBER_ALONE.match(" ".join(text.split()).rstrip("?"))
+    if found is None:
+        return []
+    written = found.group("number").replace("−", "-")
+    cut = re.search(r"[eE][-+]?\d+$", written)
+    number, exponent = (written[:cut.start()], cut.group()) if cut else (written, "")
+    readings: list[tuple[float, int]] = []
+    for point, group in ((".", ",' "), (",", ".' ")):
+        reading = _READING[point].fullmatch(number)
+        if reading is None:
+            continue
+        whole, _, part = number.partition(point) if point in number else (number, "", "")
+        digits = "".join(c for c in whole if c not in group)
+        value = float(f"{digits}.{part or 0}{exponent}")
+        decimals = max(0, len(part) - int(exponent[1:] or 0))  # `4.5e-3` is typed to 4 decimals
+        readings.append((value, decimals))
+        if found.group("percent"):
+            readings.append((value / 100, decimals + 2))
+    return list(dict.fromkeys(readings))
 
 
 # A setting, then the ask after a clause separator, ending in a question mark ("Short bilby run on GW150914 with
@@ -158,4 +198,4 @@ def read_question(text: str) -> Question:
     head = _SUBJECT_END.split(opening, maxsplit=1)[0]
     subject = [t for t in question_terms(head) if t in found]
     return Question(text, kind, list(dict.fromkeys(found)), asks, extreme, numbers, excluded, mentions, subject,
-                    bool(_ASKED.search(text)), bool(_EXCEPTION.search(text)))
+                    bool(_ASKED.search(text)), bool(_EXCEPTION.search(text)), number_alone(text))
