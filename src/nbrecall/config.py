@@ -155,6 +155,10 @@ class AnswerSettings:
     # The learned order's model: "" is the one nbrecall ships (`answer/ranker.onnx`); a path is one trained on your
     # own labelled questions by `bench/ranker_fit.py --out`
     ranker_model: str = ""
+    # Credentials in the notebooks (cloud and service keys, tokens, private keys, a password in a URL or assigned in
+    # code: detect-secrets' pattern detectors) are replaced by `[secret removed: KIND]` in what leaves for a model:
+    # the LLM context and the MCP tools' results (`answer.redact`); false: sent as the notebooks hold them
+    redact_secrets: bool = True
 
 
 @dataclass

@@ -8,6 +8,9 @@ Tools:
   source, outputs (as indexed), cell id, type, execution count and the heading above it. Only notebooks in the
   index can be read: the path is looked up in the manifest, never opened on disk.
 
+What a tool returns goes to the assistant's model: credentials the notebooks hold are replaced first
+(`answer.redact`; `[answer] redact_secrets = false` leaves them), and `secrets_removed` says how many were.
+
 Built on the official SDK (`mcp`, 2.x: `MCPServer`); stdout belongs to the protocol, logs go to stderr.
 """
 
@@ -20,6 +23,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from nbrecall.answer.answer import answer as answer_question
 from nbrecall.answer.places import heading_paths
+from nbrecall.answer.redact import redact_all
 from nbrecall.config import Settings
 from nbrecall.records import SearchFilters
 from nbrecall.service import Archive
@@ -93,6 +97,17 @@ def get_cell_data(archive: Archive, notebook: str, cell: int) -> dict[str, Any]:
     }
 
 
+def for_model(data: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """A tool's result as it goes to the assistant's model: credentials replaced (`answer.redact`, unless
+    `[answer] redact_secrets = false`), with `secrets_removed` counting them when there were any."""
+    if not settings.answer.redact_secrets:
+        return data
+    cleaned, kinds = redact_all(data)
+    if kinds:
+        cleaned["secrets_removed"] = len(kinds)
+    return dict(cleaned)
+
+
 def build_server(archive: Archive, settings: Settings) -> MCPServer:
     """The MCP server with its three tools bound to `archive`."""
     server = MCPServer("nbrecall", instructions=INSTRUCTIONS)
@@ -113,7 +128,7 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
         filters = parse_filters(year, project, author, tag, include_deprecated)
         k = max(1, min(int(k), 100))
         result = archive.search(query, filters)
-        return {"query": query, "results": [h.contract() for h in result.hits(k)]}
+        return for_model({"query": query, "results": [h.contract() for h in result.hits(k)]}, settings)
 
     @server.tool()
     def ask(
@@ -138,14 +153,14 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
         data = found.as_dict()
         for key, citations in (("citations", found.citations), ("places", found.places)):
             data[key] = [{**c.__dict__, "label": c.label()} for c in citations]  # `[notebook › Cell n]` to quote
-        return data
+        return for_model(data, settings)
 
     @server.tool()
     def get_cell(notebook: str, cell: int) -> dict[str, Any]:
         """Read one cell of an indexed notebook: its source, its outputs (as indexed: long outputs shortened,
         images as placeholders), cell id, type, execution count and the heading above it. `notebook` is a
         notebook path as given in search results, or the notebook's sha; `cell` is the 0-based cell index."""
-        return get_cell_data(archive, notebook, int(cell))
+        return for_model(get_cell_data(archive, notebook, int(cell)), settings)
 
     return server
 

@@ -23,9 +23,11 @@ from nbrecall.answer.compose import extractive_answer, pick_values
 from nbrecall.answer.context import Context, ContextValue, build_context
 from nbrecall.answer.llm import SYSTEM_PROMPT, LLMClient, LLMError, ThinkFilter, parse_citations, user_message
 from nbrecall.answer.question import read_question
+from nbrecall.answer.redact import redact_secrets
 from nbrecall.answer.rerank import ordered_values
 from nbrecall.answer.types import Answer, AnswerEvent
 from nbrecall.config import Settings
+from nbrecall.convert.tokens import count_llm_tokens
 from nbrecall.keys import KeyStoreError, resolve_api_key
 from nbrecall.records import CellRecord, SearchFilters
 from nbrecall.search.retrieve import SearchResult
@@ -124,10 +126,16 @@ def llm_context(question: str, result: SearchResult, archive: Archive, settings:
         cells = {(c.nb_sha, c.fact.cell) for c in pick_values(ranked, CONTEXT_FILL_VALUES, distinct_values=False)}
         values = [ContextValue(c.fact.statement(), c.notebook, c.nb_sha, c.fact.cell, c.fact.cell_id, c.fact.heading)
                   for c in ranked if (c.nb_sha, c.fact.cell) in cells]
-    return build_context(
+    context = build_context(
         result, settings.answer.context_tokens, max_notebooks=top, extra=_extra_cells(result, archive, top),
         values=values, share_cells=CONTEXT_VALUES,
     )
+    if settings.answer.redact_secrets:  # credentials never leave for the model (`answer.redact`)
+        redacted = redact_secrets(context.text)
+        if redacted.kinds:
+            context.text, context.redacted = redacted.text, redacted.kinds
+            context.tokens = count_llm_tokens(context.text)
+    return context
 
 
 def _fallback(
@@ -188,6 +196,10 @@ def _llm_events(
         notice = "the answer cites no cell of the context: check it against the notebooks searched"
     if think.restarted and notice and not notice.startswith("the model's"):
         notice = "the model's reasoning was streamed before an unopened </think> and is left out; " + notice
+    if context.redacted:
+        removed = (f"{len(context.redacted)} credential(s) in the notebooks were removed from the context sent to "
+                   f"the model ({', '.join(sorted(set(context.redacted)))})")
+        notice = f"{notice}; {removed}" if notice else removed
     final = Answer(question, text, citations, "llm", notice)
     if notice:
         yield AnswerEvent("notice", text=notice)

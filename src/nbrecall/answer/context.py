@@ -46,6 +46,7 @@ class Context:
     tokens: int = 0
     budget: int = DEFAULT_BUDGET
     dropped: int = 0  # candidate cells left out for the budget
+    redacted: list[str] = field(default_factory=list)  # kinds of credentials replaced in `text` (`answer.redact`)
 
     def citable(self) -> dict[tuple[str, int], ContextCell]:
         return {(c.notebook, c.cell): c for c in self.cells}
