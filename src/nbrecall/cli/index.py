@@ -147,9 +147,9 @@ def index(
         err.print(f"[yellow]quarantined[/yellow] {escape(str(rel))}: {escape(str(reason))}", highlight=False)
 
 
-def check_forget(settings: Settings, forget: list[Path], roots: list[Path]) -> None:
+def check_forget(settings: Settings, forget: list[Path], roots: list[Path]) -> list[tuple[str, str]]:
     """Refuse (exit 2) a path to forget that overlaps a root of the run, or under which nothing is indexed (naming
-    the roots the index holds, so a typo is not taken for a done job)."""
+    the roots the index holds, so a typo is not taken for a done job); the indexed files `(root, rel)`."""
     from nbrecall.backends import index_exists, open_manifest
     from nbrecall.ingest.discover import files_under, overlaps
 
@@ -174,6 +174,7 @@ def check_forget(settings: Settings, forget: list[Path], roots: list[Path]) -> N
             err.print(f"[red]error:[/red] {_plain(path)}: no indexed file lies there; the index holds files under "
                       f"{', '.join(held[:10]) or 'no root'}{' …' if len(held) > 10 else ''}", soft_wrap=True)
             raise typer.Exit(2)
+    return known
 
 
 def forget(
@@ -189,7 +190,6 @@ def forget(
     files on disk are not touched. A later `index` of a root that holds them brings them back."""
     from rich.markup import escape
 
-    from nbrecall.backends import open_manifest
     from nbrecall.index.embedder_from_settings import make_embedder
     from nbrecall.ingest.discover import files_under
     from nbrecall.ingest.lock import IndexLocked
@@ -198,14 +198,8 @@ def forget(
     from nbrecall.service import open_store
 
     settings = _settings(config, index_dir, store)
-    check_forget(settings, paths, [])
+    known = check_forget(settings, paths, [])
     if dry_run:
-        with _index_faults(settings, "reading"):
-            manifest = open_manifest(settings, readonly=True)
-            try:
-                known = list(manifest.files())
-            finally:
-                manifest.close()
         for path in paths:
             err.print(f"{escape(_plain(path))}: {len(files_under([path], known)):,} indexed file(s) would leave the "
                       "index", soft_wrap=True)
