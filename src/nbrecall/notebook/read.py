@@ -105,7 +105,7 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
         if conflict is not None:
             line = text.count("\n", 0, conflict.start()) + 1
             raise fail(f"unresolved merge conflict: a '<<<<<<<' marker at line {line} (resolve it, e.g. with "
-                       "nbdime's `git mergetool`, to index the notebook)") from exc
+                       "nbdime's `git mergetool`, and run again)") from exc
         # A string still open at the end of the file is reported where it starts: that is a cut file too.
         cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
         kind = "truncated JSON" if cut else "invalid JSON"
