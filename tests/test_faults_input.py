@@ -376,7 +376,8 @@ def hostile_corpus(root: Path) -> dict[str, str]:
     put("outputs wrong.ipynb", nb_json([{**code_cell(0, "x"), "outputs": [5, "text"]}]), "quarantined")
     put("metadata list.ipynb", json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": [], "cells": []}),
         "quarantined")
-    put("exec count str.ipynb", nb_json([{**code_cell(0, "x"), "execution_count": "3"}]), "quarantined")
+    # an execution count that is not one ("*" when saved while the cell ran) is read as none, as Jupyter opens it
+    put("exec count str.ipynb", nb_json([{**code_cell(0, "x"), "execution_count": "3"}]), "indexed")
     put("nbformat str.ipynb", json.dumps({"nbformat": "4", "nbformat_minor": 5, "metadata": {}, "cells": []}),
         "quarantined")
     put("minor str.ipynb", json.dumps({"nbformat": 4, "nbformat_minor": "5", "metadata": {}, "cells": []}),

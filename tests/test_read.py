@@ -308,6 +308,19 @@ def test_a_tools_own_top_level_key_is_dropped_and_noted() -> None:
     assert parsed.cells[1].outputs[0].text == "head: 12.5\n"
 
 
+def test_an_execution_count_saved_while_the_cell_ran_is_read_as_none() -> None:
+    """Old IPython saved a running cell's prompt as `"*"` (a real notebook of a fresh set was quarantined for it):
+    the cell and its outputs are read, the count is none, and the notes say so."""
+    nb = _pump()
+    nb["cells"][1]["execution_count"] = "*"
+    nb["cells"][1]["outputs"][1]["execution_count"] = "*"
+    parsed = read_notebook_bytes(_nb_bytes(nb), "running.ipynb")
+    assert parsed.cells[1].execution_count is None and parsed.cells[1].outputs[1].execution_count is None
+    assert "12.5" in str(parsed.cells[1].outputs[1].data)
+    assert any("cell 1's execution count \"*\"" in n for n in parsed.notes), parsed.notes
+    assert any("output 1 of cell 1: execution count" in n for n in parsed.notes)
+
+
 def test_a_key_of_the_wrong_type_is_still_quarantined() -> None:
     nb = _pump()
     nb["cells"][1]["outputs"][0]["name"] = 7

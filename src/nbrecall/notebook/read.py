@@ -25,7 +25,8 @@ from nbrecall.notebook.model import Cell, Notebook, Output, Quarantined
 
 # Bumped when the reader reads files it used to quarantine: quarantined files are then read again on the next run
 # (`ingest.pipeline.quarantine_fingerprint`); indexed ones are not, since what the reader gives them is unchanged.
-# 2: missing required keys supplied, a tool's top-level keys dropped, UTF-16 with its byte order mark.
+# 2: missing required keys supplied, a tool's top-level keys dropped, an execution count that is not one (`"*"`,
+# saved while the cell ran) read as none, UTF-16 with its byte order mark.
 READER_VERSION = 2
 
 
@@ -303,8 +304,8 @@ _REQUIRED_OUTPUT: dict[str, dict[str, Any]] = {
 
 def _fill_missing_keys(node: dict[str, Any], notes: list[str]) -> None:
     """Add the required keys a notebook, its cells or their outputs lack, each with the neutral value in
-    `_REQUIRED_CELL` / `_REQUIRED_OUTPUT`, and note every addition; a key of the wrong type is left for the validator
-    to report."""
+    `_REQUIRED_CELL` / `_REQUIRED_OUTPUT`, and read an execution count that is not one as none, noting each repair;
+    any other key of the wrong type is left for the validator to report."""
     if "metadata" not in node:
         node["metadata"] = nbformat.NotebookNode()
         notes.append("repaired: added the missing notebook 'metadata' (empty)")
@@ -317,6 +318,10 @@ def _fill_missing_keys(node: dict[str, Any], notes: list[str]) -> None:
                 cell[key] = nbformat.from_dict(copy.deepcopy(empty))
                 notes.append(f"repaired: added the missing '{key}' to {cell['cell_type']} cell {i} "
                              f"({json.dumps(empty)})")
+        if cell["cell_type"] == "code" and not _count_or_none(cell.get("execution_count")):
+            notes.append(f"repaired: cell {i}'s execution count {json.dumps(cell['execution_count'])} (a cell saved "
+                         "while it ran shows '*') read as none")
+            cell["execution_count"] = None
         outputs = cell.get("outputs") if cell["cell_type"] == "code" else None
         for j, output in enumerate(outputs if isinstance(outputs, list) else []):
             required = _REQUIRED_OUTPUT.get(str(output.get("output_type"))) if isinstance(output, dict) else None
@@ -325,6 +330,15 @@ def _fill_missing_keys(node: dict[str, Any], notes: list[str]) -> None:
                     output[key] = nbformat.from_dict(copy.deepcopy(empty))
                     notes.append(f"repaired: added the missing '{key}' to output {j} of cell {i} "
                                  f"({json.dumps(empty)})")
+            if required and "execution_count" in required and not _count_or_none(output["execution_count"]):
+                notes.append(f"repaired: output {j} of cell {i}: execution count "
+                             f"{json.dumps(output['execution_count'])} read as none")
+                output["execution_count"] = None
+
+
+def _count_or_none(value: Any) -> bool:
+    """What the schema allows as an execution count: an integer (not a boolean) or null."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _check_v3(node: dict[str, Any]) -> None:
