@@ -319,8 +319,8 @@ def _fill_missing_keys(node: dict[str, Any], notes: list[str]) -> None:
                 notes.append(f"repaired: added the missing '{key}' to {cell['cell_type']} cell {i} "
                              f"({json.dumps(empty)})")
         if cell["cell_type"] == "code" and not _count_or_none(cell.get("execution_count")):
-            notes.append(f"repaired: cell {i}'s execution count {json.dumps(cell['execution_count'])} (a cell saved "
-                         "while it ran shows '*') read as none")
+            notes.append(f"repaired: cell {i}'s execution count {json.dumps(cell['execution_count'])[:40]} (a cell "
+                         "saved while it ran shows '*') read as none")
             cell["execution_count"] = None
         outputs = cell.get("outputs") if cell["cell_type"] == "code" else None
         for j, output in enumerate(outputs if isinstance(outputs, list) else []):
@@ -332,7 +332,7 @@ def _fill_missing_keys(node: dict[str, Any], notes: list[str]) -> None:
                                  f"({json.dumps(empty)})")
             if required and "execution_count" in required and not _count_or_none(output["execution_count"]):
                 notes.append(f"repaired: output {j} of cell {i}: execution count "
-                             f"{json.dumps(output['execution_count'])} read as none")
+                             f"{json.dumps(output['execution_count'])[:40]} read as none")
                 output["execution_count"] = None
 
 
