@@ -215,6 +215,9 @@ def test_status_api(client: TestClient) -> None:
     assert data["stats"]["chunks"] > 0
     (broken,) = data["quarantined"]
     assert broken["path"] == "scratch/broken.ipynb" and broken["reason"].startswith("truncated JSON")
+    (root,) = data["roots"]  # where the files came from, as `nbrecall status` lists them
+    assert root["root"] == broken["root"] and (root["notebooks"], root["quarantined"]) == (7, 1)
+    assert root["files"] >= 8
 
 
 def test_openapi_schema_has_typed_responses(client: TestClient) -> None:

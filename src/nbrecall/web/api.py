@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query
@@ -401,4 +402,5 @@ def api_status(state: State) -> dict[str, Any]:
             for root, rel in manifest.paths_of(rec.sha256) or [(rec.root, rec.rel)]:
                 quarantined.append({"path": rel, "root": root, "sha256": rec.sha256, "reason": rec.reason})
         renders = manifest.render_counts()
-    return {"stats": stats, "quarantined": quarantined, "renders": renders}
+        roots = [asdict(r) for r in manifest.roots()]
+    return {"stats": stats, "quarantined": quarantined, "renders": renders, "roots": roots}

@@ -252,10 +252,19 @@ class RenderStats(BaseModel):
     stale_reasons: list[ReasonCount]
 
 
+class IndexedRoot(BaseModel):
+    root: str = Field(description="a folder (or notebook) the index holds files from, as the indexer saw it")
+    files: int
+    notebooks: int
+    quarantined: int
+
+
 class StatusResponse(BaseModel):
     stats: Stats
     quarantined: list[QuarantinedFile]
     renders: RenderStats | None = Field(default=None, description="null when no indexed notebook was re-rendered")
+    roots: list[IndexedRoot] = Field(default_factory=list,
+                                     description="where the indexed files came from (`nbrecall forget` removes one)")
 
 
 class AskRequest(BaseModel):
