@@ -4,7 +4,8 @@ nbformat does the upgrade (v1-v3 worksheets, `heading` cells, `pyout`/`pyerr`) a
 its leniency for files of a newer minor version (unknown cell types and fields allowed); this module adds what an
 archive needs on top: a reason a user can act on for every file that nbformat rejects, and cell ids that stay
 the same from one run to the next (nbformat invents random ids when it upgrades an old file or repairs missing
-and duplicate ids; here such cells get ids derived from their index and source instead).
+and duplicate ids; here such cells get ids derived from their index and source instead). What it repairs before
+validating, as Jupyter opens such files, is in `notebook.repair`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from nbformat.validator import ValidationError
 
 from nbrecall.notebook.files import read_regular
 from nbrecall.notebook.model import Cell, Notebook, Output, Quarantined
+from nbrecall.notebook.repair import drop_unexpected_keys, fill_missing_keys, replace_lone_surrogates
 
 # Bumped when the reader reads files it used to quarantine: quarantined files are then read again on the next run
 # (`ingest.pipeline.quarantine_fingerprint`); indexed ones are not, since what the reader gives them is unchanged.
@@ -114,7 +116,7 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
     if not isinstance(raw, dict) or "nbformat" not in raw:
         raise fail("not a notebook: JSON without an 'nbformat' field")
     if _SURROGATE_ESCAPE.search(text):
-        replaced = _replace_lone_surrogates(raw)
+        replaced = replace_lone_surrogates(raw)
         if replaced:
             notes.append(f"repaired: replaced {replaced} lone surrogate escape(s) with U+FFFD")
     major = raw.get("nbformat")
@@ -140,45 +142,6 @@ _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 # Git writes `<<<<<<< ours`, `=======`, `>>>>>>> theirs` at line starts into a file it could not merge.
 _CONFLICT_MARKER = re.compile(r"^<{7}(?: |$)", re.MULTILINE)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _replace_lone_surrogates(raw: dict[str, Any]) -> int:
-    """Replace lone surrogates (valid JSON escapes such as `"\\udc80"`, but not encodable as UTF-8) in place.
-
-    Left in, they make every later UTF-8 encode fail: the chunk store, the manifest and the converted files.
-    Returns how many strings (values or keys) were changed. Iterative, so deep nesting cannot overflow here.
-    """
-    changed = 0
-
-    def fix(value: str) -> str:
-        nonlocal changed
-        fixed = _LONE_SURROGATE.sub("\ufffd", value)
-        if fixed != value:
-            changed += 1
-        return fixed
-
-    stack: list[Any] = [raw]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            for key in list(node):
-                value = node[key]
-                if isinstance(key, str) and _LONE_SURROGATE.search(key):
-                    del node[key]
-                    key = fix(key)
-                    node[key] = value
-                if isinstance(value, str):
-                    node[key] = fix(value)
-                elif isinstance(value, dict | list):
-                    stack.append(value)
-        elif isinstance(node, list):
-            for i, value in enumerate(node):
-                if isinstance(value, str):
-                    node[i] = fix(value)
-                elif isinstance(value, dict | list):
-                    stack.append(value)
-    return changed
 
 
 def _one_line(message: str, limit: int = 200) -> str:
@@ -227,8 +190,8 @@ def _to_v4(raw: dict[str, Any], major: int, notes: list[str]) -> nbformat.Notebo
         notes.append(f"nbformat 4.{node['nbformat_minor']} is newer than 4.{nbformat.v4.nbformat_minor}: read "
                      "as nbformat's validator reads it (unknown cell types and fields allowed)")
     else:
-        _drop_unexpected_keys(node, notes)
-    _fill_missing_keys(node, notes)
+        drop_unexpected_keys(node, notes)
+    fill_missing_keys(node, notes)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -244,101 +207,6 @@ def _to_v4(raw: dict[str, Any], major: int, notes: list[str]) -> nbformat.Notebo
             raise NotebookUnreadable("", f"schema violation at {where}: {_one_line(exc.message)}") from exc
         notes.append(f"repaired: {_one_line(first.message)} ({changes} change(s))")
     return node
-
-
-_CELL_KEYS = {
-    "code": {"id", "cell_type", "metadata", "source", "outputs", "execution_count"},
-    "markdown": {"id", "cell_type", "metadata", "source", "attachments"},
-    "raw": {"id", "cell_type", "metadata", "source", "attachments"},
-}
-# What the nbformat 4 schema lets each output carry. Front ends add their own keys (`transient`, a widget
-# manager's `jetTransient`); Jupyter opens such a file with a warning, so the reader drops them too.
-_OUTPUT_KEYS = {
-    "stream": {"output_type", "name", "text"},
-    "display_data": {"output_type", "data", "metadata"},
-    "execute_result": {"output_type", "execution_count", "data", "metadata"},
-    "error": {"output_type", "ename", "evalue", "traceback"},
-}
-
-
-_NOTEBOOK_KEYS = {"metadata", "nbformat_minor", "nbformat", "cells"}
-
-
-def _drop_unexpected_keys(node: dict[str, Any], notes: list[str]) -> None:
-    """Remove keys the notebook, a cell type or an output type may not carry (tools add their own top-level keys,
-    editors write e.g. `execution_count` on markdown cells, front ends a `transient` on display outputs)."""
-    for key in sorted(set(node) - _NOTEBOOK_KEYS):
-        del node[key]
-        notes.append(f"repaired: removed unexpected top-level '{key}'")
-    minor = node.get("nbformat_minor", 0)
-    allow_id = isinstance(minor, int) and minor >= 5
-    for i, cell in enumerate(node["cells"]):
-        allowed = _CELL_KEYS[cell["cell_type"]] - (set() if allow_id else {"id"})
-        for key in sorted(set(cell) - allowed):
-            del cell[key]
-            notes.append(f"repaired: removed unexpected '{key}' from {cell['cell_type']} cell {i}")
-        outputs = cell.get("outputs") if cell["cell_type"] == "code" else None
-        for j, output in enumerate(outputs if isinstance(outputs, list) else []):
-            kept = _OUTPUT_KEYS.get(str(output.get("output_type"))) if isinstance(output, dict) else None
-            for key in sorted(set(output) - kept) if kept else []:
-                del output[key]
-                notes.append(f"repaired: removed unexpected '{key}' from output {j} of cell {i}")
-
-
-# What the nbformat 4 schema requires and a reader can supply without guessing at content: an empty container, an
-# empty text, no execution count. A stream's missing `name` is the one guess (`stdout`), and it only decides how the
-# text is labelled. Tools that write notebooks by hand (report generators, converters, old editors) leave these out;
-# Jupyter opens such a file with a warning, so the index reads it too instead of quarantining it.
-_REQUIRED_CELL: dict[str, dict[str, Any]] = {
-    "code": {"metadata": {}, "source": "", "outputs": [], "execution_count": None},
-    "markdown": {"metadata": {}, "source": ""},
-    "raw": {"metadata": {}, "source": ""},
-}
-_REQUIRED_OUTPUT: dict[str, dict[str, Any]] = {
-    "stream": {"name": "stdout", "text": ""},
-    "display_data": {"data": {}, "metadata": {}},
-    "execute_result": {"data": {}, "metadata": {}, "execution_count": None},
-    "error": {"ename": "", "evalue": "", "traceback": []},
-}
-
-
-def _fill_missing_keys(node: dict[str, Any], notes: list[str]) -> None:
-    """Add the required keys a notebook, its cells or their outputs lack, each with the neutral value in
-    `_REQUIRED_CELL` / `_REQUIRED_OUTPUT`, and read an execution count that is not one as none, noting each repair;
-    any other key of the wrong type is left for the validator to report."""
-    if "metadata" not in node:
-        node["metadata"] = nbformat.NotebookNode()
-        notes.append("repaired: added the missing notebook 'metadata' (empty)")
-    if "nbformat_minor" not in node:
-        node["nbformat_minor"] = 0
-        notes.append("repaired: added the missing 'nbformat_minor' (0)")
-    for i, cell in enumerate(node["cells"]):
-        for key, empty in _REQUIRED_CELL.get(cell["cell_type"], {}).items():
-            if key not in cell:
-                cell[key] = nbformat.from_dict(copy.deepcopy(empty))
-                notes.append(f"repaired: added the missing '{key}' to {cell['cell_type']} cell {i} "
-                             f"({json.dumps(empty)})")
-        if cell["cell_type"] == "code" and not _count_or_none(cell.get("execution_count")):
-            notes.append(f"repaired: cell {i}'s execution count {json.dumps(cell['execution_count'])[:40]} (a cell "
-                         "saved while it ran shows '*') read as none")
-            cell["execution_count"] = None
-        outputs = cell.get("outputs") if cell["cell_type"] == "code" else None
-        for j, output in enumerate(outputs if isinstance(outputs, list) else []):
-            required = _REQUIRED_OUTPUT.get(str(output.get("output_type"))) if isinstance(output, dict) else None
-            for key, empty in (required or {}).items():
-                if key not in output:
-                    output[key] = nbformat.from_dict(copy.deepcopy(empty))
-                    notes.append(f"repaired: added the missing '{key}' to output {j} of cell {i} "
-                                 f"({json.dumps(empty)})")
-            if required and "execution_count" in required and not _count_or_none(output["execution_count"]):
-                notes.append(f"repaired: output {j} of cell {i}: execution count "
-                             f"{json.dumps(output['execution_count'])[:40]} read as none")
-                output["execution_count"] = None
-
-
-def _count_or_none(value: Any) -> bool:
-    """What the schema allows as an execution count: an integer (not a boolean) or null."""
-    return value is None or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _check_v3(node: dict[str, Any]) -> None:
