@@ -43,6 +43,21 @@ def test_an_empty_question_exits_2(args: list[str], tmp_path: Path) -> None:
     assert "the question is empty" in result.output
 
 
+@pytest.mark.parametrize("args", [["search", "???"], ["search", "* -"], ["ask", "🙂"], ["ask", '""']])
+def test_a_question_without_words_or_numbers_exits_2(args: list[str], tmp_path: Path) -> None:
+    """Punctuation or symbols alone give keyword search nothing and vector search arbitrary neighbours."""
+    result = CliRunner().invoke(app, [*args, "--index", str(tmp_path / "none")])
+    assert result.exit_code == 2
+    assert "has no words or numbers" in result.output
+
+
+def test_what_has_terms() -> None:
+    from nbrecall.index.terms import has_terms
+
+    assert all(has_terms(t) for t in ["GM", "0", "船", "Δp", "x?", "π"])
+    assert not any(has_terms(t) for t in ["", "???", "* -", "🙂", "__", "√ ∑"])
+
+
 def test_a_run_with_nothing_to_do_shows_done(tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     (archive / "broken.ipynb").parent.mkdir(parents=True)

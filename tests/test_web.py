@@ -142,6 +142,7 @@ def test_search_api_filters(client: TestClient) -> None:
         {"q": "ballast", "year": "2017-2019"},
         {"q": "ballast", "year": "twenty"},
         {"q": "ballast", "project": "p" * 201},
+        {"q": "???"},
     ],
 )
 def test_search_api_rejects_bad_parameters_with_422(client: TestClient, params: dict) -> None:
@@ -324,10 +325,12 @@ def test_the_servers_refuse_to_start_with_a_model_they_cannot_use(tmp_path: Path
         ("get", {"params": {"q": "x" * 2001}}),
         ("get", {"params": {}}),
         ("get", {"params": {"q": "   "}}),
+        ("get", {"params": {"q": "???"}}),
         ("get", {"params": {"q": "ballast", "format": "xml"}}),
         ("post", {"json": {"q": " \t "}}),
         ("post", {"json": {"q": "x" * 2001}}),
         ("post", {"json": {"q": ""}}),
+        ("post", {"json": {"q": "* -"}}),
         ("post", {"json": {"question": "no q"}}),
         ("post", {"content": b"not json", "headers": {"content-type": "application/json"}}),
     ],
@@ -681,6 +684,11 @@ def test_search_page_renders_grouped_results_with_marks_and_links(client: TestCl
 def test_search_page_bad_year_is_a_message_not_a_crash(client: TestClient) -> None:
     response = client.get("/", params={"q": "ballast", "year": "2017-2019"})
     assert response.status_code == 422 and "YYYY..YYYY" in response.text
+
+
+def test_search_page_question_without_words_is_a_message(client: TestClient) -> None:
+    response = client.get("/", params={"q": "???"})
+    assert response.status_code == 422 and "no words or numbers to look for" in response.text
 
 
 def test_highlight_terms_escapes_and_marks() -> None:

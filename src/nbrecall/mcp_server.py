@@ -25,6 +25,7 @@ from nbrecall.answer.answer import answer as answer_question
 from nbrecall.answer.places import heading_paths
 from nbrecall.answer.redact import redact_all
 from nbrecall.config import Settings
+from nbrecall.index.terms import has_terms
 from nbrecall.records import SearchFilters
 from nbrecall.service import Archive
 
@@ -97,6 +98,12 @@ def get_cell_data(archive: Archive, notebook: str, cell: int) -> dict[str, Any]:
     }
 
 
+def _words(text: str) -> None:
+    """A question without a letter or digit is refused, as the CLI and the HTTP API refuse it."""
+    if not has_terms(text):
+        raise ToolInputError("the question has no words or numbers to look for")
+
+
 def for_model(data: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """A tool's result as it goes to the assistant's model: credentials replaced (`answer.redact`, unless
     `[answer] redact_secrets = false`), with `secrets_removed` counting them when there were any."""
@@ -125,6 +132,7 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
         """Search the notebook archive. Returns up to k results (best first), each naming the notebook, the cell
         index and id, the kind of chunk (code, text, table, figure, error…), the heading path and a snippet.
         Filters: year ("2017" or "2015..2019"), project code, author (substring), tag, include_deprecated."""
+        _words(query)
         filters = parse_filters(year, project, author, tag, include_deprecated)
         k = max(1, min(int(k), 100))
         result = archive.search(query, filters)
@@ -147,6 +155,7 @@ def build_server(archive: Archive, settings: Settings) -> MCPServer:
         `confidence`: for a value, the estimated chance (0-1) that the first one is the value asked for; `beside`:
         when that is under one half, up to two values printed next to it in its own cell, to compare it with.
         Same filters as `search`."""
+        _words(question)
         filters = parse_filters(year, project, author, tag, include_deprecated)
         found = answer_question(question, archive, settings, filters)
 

@@ -28,6 +28,7 @@ from nbrecall.answer.rerank import ordered_values
 from nbrecall.answer.types import Answer, AnswerEvent
 from nbrecall.config import Settings
 from nbrecall.convert.tokens import count_llm_tokens
+from nbrecall.index.terms import has_terms
 from nbrecall.keys import KeyStoreError, resolve_api_key
 from nbrecall.records import CellRecord, SearchFilters
 from nbrecall.search.retrieve import SearchResult
@@ -55,8 +56,9 @@ def stream_answer(
 ) -> Iterator[AnswerEvent]:
     """Search, then stream the answer: notices, tokens, citations, and `done` with the `Answer`."""
     question = " ".join(question.split())
-    if not question:
-        yield from _events(Answer(question, "Ask a question about the notebooks.", [], "extractive", "empty question"))
+    if not has_terms(question):  # empty, or punctuation and symbols alone
+        yield from _events(Answer(question, "Ask a question about the notebooks.", [], "extractive",
+                                  "empty question" if not question else "no words or numbers in the question"))
         return
     answerer = make_answerer(settings, archive.plugins)  # `[answer] kind`, through the plugin hook
     result = archive.search(question, filters)

@@ -50,8 +50,11 @@ def ask(
     (answer.base_url / NBRECALL_LLM_BASE_URL), else the best matching value, row or sentence."""
     import json
 
-    if not question.strip():  # as _refuse_empty, with an example of a question
-        err.print("[red]error:[/red] the question is empty: ask something, e.g. nbrecall ask \"what ballast volume "
+    from nbrecall.index.terms import has_terms
+
+    if not has_terms(question):  # as _refuse_empty, with an example of a question
+        what = "is empty" if not question.strip() else "has no words or numbers"
+        err.print(f"[red]error:[/red] the question {what}: ask something, e.g. nbrecall ask \"what ballast volume "
                   "did we use aft\"")
         raise typer.Exit(2)
     settings = _settings(config, index_dir, store)

@@ -80,10 +80,16 @@ def search(
 
 
 def _refuse_empty(text: str) -> None:
-    """An empty question is refused (exit 2), as the HTTP API refuses it (422)."""
+    """An empty question, or one without a letter or digit (`index.terms.has_terms`), is refused (exit 2), as the
+    HTTP API refuses it (422)."""
+    from nbrecall.index.terms import has_terms
+
     if not text.strip():
         err.print("[red]error:[/red] the question is empty: give some words to look for ('-' reads questions "
                   "from stdin)")
+        raise typer.Exit(2)
+    if not has_terms(text):
+        err.print("[red]error:[/red] the question has no words or numbers to look for")
         raise typer.Exit(2)
 
 

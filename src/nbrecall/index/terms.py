@@ -158,6 +158,16 @@ def query_terms(text: str) -> set[str]:
     return terms
 
 
+
+_LETTER_OR_DIGIT = re.compile(r"[^\W_]")
+
+
+def has_terms(text: str) -> bool:
+    """Whether `text` holds a letter or a digit (in any script). A question of punctuation or symbols alone (`???`,
+    `*`, an emoji) gives keyword search nothing and vector search only arbitrary neighbours: it is refused like an
+    empty one (the CLI, the HTTP API and the MCP tools)."""
+    return _LETTER_OR_DIGIT.search(text) is not None
+
 # --- the keyword index's stems ----------------------------------------------------------------------------------
 
 _TOKEN = re.compile(r"[^\W_]+")  # as the keyword index splits text: at every character not a letter or digit

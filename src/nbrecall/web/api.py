@@ -18,6 +18,7 @@ from nbrecall.web.heavy import RenderBusy, RenderFailed
 from nbrecall.web.models import (
     MAX_FILTER,
     MAX_QUERY,
+    WORDS,
     YEAR_PATTERN,
     AskRequest,
     CellDetail,
@@ -38,7 +39,8 @@ router = APIRouter(prefix="/api", tags=["api"])
 
 State = Annotated[WebState, Depends(get_state)]
 QueryText = Annotated[
-    str, Query(min_length=1, max_length=MAX_QUERY, pattern=r"\S", description="the question or keywords")
+    str, Query(min_length=1, max_length=MAX_QUERY, pattern=WORDS, description="the question or keywords (with a "
+               "letter or a digit)")
 ]
 AnswerFormat = Annotated[
     Literal["events", "json"],

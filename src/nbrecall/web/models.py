@@ -11,6 +11,8 @@ from pydantic import BaseModel, BeforeValidator, Field, create_model
 from nbrecall import records
 
 MAX_QUERY = 2000
+# A question must hold a letter or a digit (`index.terms.has_terms`): "???" or "*" gives nothing to match on
+WORDS = r"[^\W_]"
 MAX_FILTER = 200
 YEAR_PATTERN = r"^([0-9]{4}|[0-9]{4}\.\.[0-9]{4}|[0-9]{4}\.\.|\.\.[0-9]{4}|\.\.)$"
 
@@ -268,7 +270,7 @@ class StatusResponse(BaseModel):
 
 
 class AskRequest(BaseModel):
-    q: str = Field(min_length=1, max_length=MAX_QUERY, pattern=r"\S")
+    q: str = Field(min_length=1, max_length=MAX_QUERY, pattern=WORDS)
     year: str | None = Field(default=None, pattern=YEAR_PATTERN)
     project: str | None = Field(default=None, max_length=MAX_FILTER)
     author: str | None = Field(default=None, max_length=MAX_FILTER)

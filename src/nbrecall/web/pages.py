@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
+from nbrecall.index.terms import has_terms
 from nbrecall.ingest.renders import render_label
 from nbrecall.records import ContentRecord, SearchFilters
 from nbrecall.search.families import family_members
@@ -63,7 +64,9 @@ def search_page(
     error = None
     groups: list[dict[str, Any]] = []
     searched = bool((q or "").strip())
-    if searched:
+    if searched and not has_terms(q or ""):
+        error = "the question has no words or numbers to look for"
+    elif searched:
         try:
             filters = SearchFilters.from_options(year, project, author, tag, include_deprecated)
         except ValueError as exc:
