@@ -100,11 +100,12 @@ def test_ask_refuses_an_empty_question(sample_index: Path, model_cache: Path, qu
 
 
 def test_search_stdin_json_lines(sample_index: Path, model_cache: Path) -> None:
-    queries = "KeyError pile_diameter\nfree surface effect\n"
+    queries = "KeyError pile_diameter\n???\nfree surface effect\n"  # a line without words is skipped, said
     result = run(["search", "--json", "-", "--index", str(sample_index)], model_cache, stdin=queries)
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [o["query"] for o in lines] == ["KeyError pile_diameter", "free surface effect"]
+    assert "skipped a question without words or numbers: '???'" in result.stderr
     for obj in lines:
         check_contract(obj)
     assert lines[0]["results"][0]["kind"] == "error"

@@ -55,9 +55,15 @@ def search(
     NBRECALL_SERVER=off to open the index here instead)."""
     import json
 
-    _refuse_empty(query)
+    from nbrecall.index.terms import has_terms
+
+    if query != "-":
+        _refuse_empty(query)
     settings = _settings(config, index_dir, store)
     queries = [line.strip() for line in sys.stdin if line.strip()] if query == "-" else [query]
+    for text in (q for q in queries if not has_terms(q)):  # stdin: such a line is skipped, the others answered
+        err.print(f"skipped a question without words or numbers: {text!r}", soft_wrap=True, markup=False)
+    queries = [q for q in queries if has_terms(q)]
     options = {"year": year, "project": project, "author": author, "tag": tag,
                "include_deprecated": include_deprecated, "all_versions": all_versions}
     queries = _search_through_server(settings, queries, k, as_json, options)
