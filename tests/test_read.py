@@ -224,16 +224,19 @@ def test_a_future_minor_version_is_read_as_nbformats_validator_reads_it() -> Non
     assert "cell_type 'quiz'" in info.value.reason
 
 
-@pytest.mark.parametrize("problem", ["missing", "duplicate"])
+@pytest.mark.parametrize("problem", ["missing", "duplicate", "invalid"])
 def test_ids_missing_or_duplicated_are_the_same_on_every_read(problem: str) -> None:
-    """nbformat repairs such ids with random ones (a new id on every read); ids derived from index and source
-    instead keep `#cell-id=` links valid across runs. The file's own ids stay."""
+    """nbformat repairs such ids with random ones (a new id on every read), and refuses an id its schema does not
+    allow (`$illegal chars`), which Jupyter opens with a warning; ids derived from index and source instead keep
+    `#cell-id=` links valid across runs. The file's own valid ids stay."""
     nb = json.loads(nbformat.writes(v4.new_notebook(cells=[
         v4.new_markdown_cell("# T"), v4.new_code_cell("a = 1"), v4.new_code_cell("b = 2")])))
     nb["cells"][0]["id"] = "own-id"
     if problem == "missing":
         del nb["cells"][1]["id"]
         del nb["cells"][2]["id"]
+    elif problem == "invalid":
+        nb["cells"][1]["id"], nb["cells"][2]["id"] = "$illegal chars", "x" * 65
     else:
         nb["cells"][1]["id"] = nb["cells"][2]["id"] = "same"
     reads = [read_notebook_bytes(_nb_bytes(nb), "ids.ipynb") for _ in range(2)]
@@ -256,10 +259,10 @@ def test_raw_cells_keep_their_mimetype_and_language_is_unknown_without_metadata(
 
 def test_reasons_keep_their_text() -> None:
     nb = json.loads(nbformat.writes(v4.new_notebook(cells=[v4.new_code_cell("x")])))
-    nb["cells"][0]["id"] = "not valid!"
+    nb["cells"][0]["cell_type"] = "[bold]"
     with pytest.raises(NotebookUnreadable) as info:
-        read_notebook_bytes(_nb_bytes(nb), "bad-id.ipynb")
-    assert "'^[a-zA-Z0-9-_]+$'" in info.value.reason
+        read_notebook_bytes(_nb_bytes(nb), "bad-type.ipynb")
+    assert "cell_type '[bold]'" in info.value.reason
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -23,12 +23,13 @@ from nbformat.validator import ValidationError
 
 from nbrecall.notebook.files import read_regular
 from nbrecall.notebook.model import Cell, Notebook, Output, Quarantined
-from nbrecall.notebook.repair import drop_unexpected_keys, fill_missing_keys, replace_lone_surrogates
+from nbrecall.notebook.repair import CELL_ID, drop_unexpected_keys, fill_missing_keys, replace_lone_surrogates
 
 # Bumped when the reader reads files it used to quarantine: quarantined files are then read again on the next run
 # (`ingest.pipeline.quarantine_fingerprint`); indexed ones are not, since what the reader gives them is unchanged.
 # 2: missing required keys supplied, a tool's top-level keys dropped, an execution count that is not one (`"*"`,
-# saved while the cell ran) read as none, UTF-16 with its byte order mark.
+# saved while the cell ran) read as none, a cell id the schema does not allow replaced, UTF-16 with its byte order
+# mark.
 READER_VERSION = 2
 
 
@@ -151,14 +152,15 @@ def _one_line(message: str, limit: int = 200) -> str:
 
 def _own_cell_ids(raw: dict[str, Any]) -> list[str | None] | None:
     """The ids as the file has them (nbformat 4.5+), read before nbformat's repair replaces missing and duplicate
-    ones with random ids; None when the cells are not a list (the shape check reports that)."""
+    ones with random ids: None for a cell without one, "" for one the schema does not allow (`repair.CELL_ID`);
+    None when the cells are not a list (the shape check reports that)."""
     cells = raw.get("cells")
     if not isinstance(cells, list):
         return None
     ids: list[str | None] = []
     for cell in cells:
         value = cell.get("id") if isinstance(cell, dict) else None
-        ids.append(value if isinstance(value, str) and value else None)
+        ids.append(None if value is None else value if isinstance(value, str) and CELL_ID.match(value) else "")
     return ids
 
 
@@ -285,7 +287,7 @@ def _build(
     language = str(lang_info.get("name") or kernelspec.get("language") or "").lower()
     cells: list[Cell] = []
     seen: set[str] = set()
-    missing = duplicate = 0
+    missing = duplicate = invalid = 0
     raw_cells = list(nb.get("cells", []))
     if own_ids is not None and len(own_ids) != len(raw_cells):
         own_ids = None
@@ -293,11 +295,12 @@ def _build(
         source = join_text(raw.get("source"))
         # The file's own id, never the one nbformat's repair drew at random (a new one on every read)
         own_id = own_ids[index] if own_ids is not None else None
-        synthetic = own_id is None or own_id in seen
+        synthetic = not own_id or own_id in seen
         if own_ids is not None and synthetic:
             missing += own_id is None
-            duplicate += own_id is not None
-        cell_id = synthetic_cell_id(index, source) if synthetic or own_id is None else own_id
+            invalid += own_id == ""
+            duplicate += bool(own_id)
+        cell_id = synthetic_cell_id(index, source) if synthetic or not own_id else own_id
         seen.add(cell_id)
         cell_meta = raw.get("metadata") or {}
         tags = cell_meta.get("tags") or []
@@ -324,9 +327,10 @@ def _build(
                 unknown_type=unknown,
             )
         )
-    if missing or duplicate:
+    if missing or duplicate or invalid:
         what = " and ".join(p for p in (f"{missing} missing" if missing else "",
-                                        f"{duplicate} duplicate" if duplicate else "") if p)
+                                        f"{duplicate} duplicate" if duplicate else "",
+                                        f"{invalid} invalid" if invalid else "") if p)
         notes.append(f"repaired: {what} cell id(s) replaced by ids derived from cell index and source "
                      "(the same on every read)")
     return Notebook(

@@ -16,6 +16,8 @@ from typing import Any
 import nbformat
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# What nbformat 4.5's schema allows as a cell id; an editor or a tool may write another (`$illegal_chars`, a path)
+CELL_ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
 
 
 def replace_lone_surrogates(raw: dict[str, Any]) -> int:
@@ -114,8 +116,9 @@ _REQUIRED_OUTPUT: dict[str, dict[str, Any]] = {
 
 def fill_missing_keys(node: dict[str, Any], notes: list[str]) -> None:
     """Add the required keys a notebook, its cells or their outputs lack, each with the neutral value in
-    `_REQUIRED_CELL` / `_REQUIRED_OUTPUT`, and read an execution count that is not one as none, noting each repair;
-    any other key of the wrong type is left for the validator to report."""
+    `_REQUIRED_CELL` / `_REQUIRED_OUTPUT`, read an execution count that is not one as none, noting each repair, and
+    drop a cell id the schema does not allow; any other key of the wrong type is left for the validator to
+    report."""
     if "metadata" not in node:
         node["metadata"] = nbformat.NotebookNode()
         notes.append("repaired: added the missing notebook 'metadata' (empty)")
@@ -123,6 +126,8 @@ def fill_missing_keys(node: dict[str, Any], notes: list[str]) -> None:
         node["nbformat_minor"] = 0
         notes.append("repaired: added the missing 'nbformat_minor' (0)")
     for i, cell in enumerate(node["cells"]):
+        if "id" in cell and not (isinstance(cell["id"], str) and CELL_ID.match(cell["id"])):
+            del cell["id"]  # the reader derives one from the cell's index and source (`read._build` notes it)
         for key, empty in _REQUIRED_CELL.get(cell["cell_type"], {}).items():
             if key not in cell:
                 cell[key] = nbformat.from_dict(copy.deepcopy(empty))
