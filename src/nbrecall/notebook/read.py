@@ -216,9 +216,9 @@ def _check_v3(node: dict[str, Any]) -> None:
     if not isinstance(worksheets, list):
         raise NotebookUnreadable("", "schema violation: nbformat 3 file without a 'worksheets' list")
     for ws in worksheets:
-        if not isinstance(ws, dict) or not isinstance(ws.get("cells", []), list):
+        if not isinstance(ws, dict) or not isinstance(ws.get("cells"), list):  # nbformat's upgrade needs the key
             raise NotebookUnreadable("", "schema violation: a worksheet without a 'cells' list")
-        for cell in ws.get("cells", []):
+        for cell in ws["cells"]:
             if not isinstance(cell, dict) or "cell_type" not in cell:
                 raise NotebookUnreadable("", "schema violation: a cell without 'cell_type'")
 
