@@ -137,3 +137,13 @@ def test_cli_ask_streams_text_then_citations(real_index: Path, model_cache: Path
     obj = json.loads(as_json.stdout)
     assert obj["mode"] == "extractive" and obj["citations"][0]["cell"] == 4
     assert obj["text"].startswith("Total ballast aft")
+
+
+def test_a_question_without_words_is_a_tool_error() -> None:
+    """As the CLI and the HTTP API refuse it: punctuation alone gives search nothing to match."""
+    from nbrecall.mcp_server import ToolInputError, _words
+
+    for text in ("???", "* -", ""):
+        with pytest.raises(ToolInputError, match="no words or numbers"):
+            _words(text)
+    _words("GM 2.1")
