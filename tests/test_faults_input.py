@@ -424,7 +424,7 @@ def hostile_corpus(root: Path) -> dict[str, str]:
     bad_name = os.fsencode(root) + b"/bad \xff name.ipynb"
     with open(bad_name, "wb") as handle:
         handle.write(ok_nb.encode())
-    expect[printable_path(os.fsdecode(b"bad \xff name.ipynb"))] = "quarantined"
+    expect[printable_path(os.fsdecode(b"bad \xff name.ipynb"))] = "indexed"  # recorded with its byte escaped
     return expect
 
 
@@ -447,7 +447,7 @@ def test_hostile_corpus_every_file_indexed_or_quarantined(hostile) -> None:  # t
     assert outcome["fifo.ipynb"][1] == "cannot read file: not a regular file (a FIFO)"
     assert "symbolic links" in outcome["loop.ipynb"][1]
     assert "broken symbolic link" in outcome["dangling.ipynb"][1]
-    assert "not valid UTF-8" in outcome["bad \\xff name.ipynb"][1]
+    assert outcome["bad \\xff name.ipynb"] == ("indexed", "")
     assert "nested too deeply" in outcome["deep nesting.ipynb"][1]
     assert "truncated JSON" in outcome["truncated.ipynb"][1]
     assert not any("internal error" in reason for _status, reason in outcome.values())
@@ -552,6 +552,28 @@ def test_a_newer_reader_reads_the_quarantined_files_again_and_only_them(
     assert [rel for rel, _ in newer.quarantined] == ["cut.ipynb"] and newer.notebooks_indexed == 0
     assert index(root, idx).quarantined == []
     assert check_manifest(root, idx)["cut.ipynb"][0] == "quarantined"
+
+
+def test_a_name_that_is_not_utf8_is_indexed_under_its_escaped_name(tmp_path: Path) -> None:
+    """A share with a legacy encoding (Latin-1 `é` in a folder and a file name): the notebook is indexed, found and
+    read again through its recorded name `caf\\xe9/…`; a file named with those characters literally is its own."""
+    from nbrecall.notebook.files import notebook_path
+
+    root, idx = tmp_path / "share", tmp_path / "idx"
+    root.mkdir()
+    folder = os.fsencode(root) + b"/caf\xe9"
+    os.mkdir(folder)
+    with open(folder + b"/r\xe9sum\xe9.ipynb", "w", encoding="utf-8") as handle:
+        handle.write(nb_json([md_cell(0, "# Capstan\nCapstan pull of the legacy share.")]))
+    (root / "literal \\xe9.ipynb").write_text(nb_json([md_cell(0, "# Fairlead\nFairlead angle, named literally.")]))
+    first = index(root, idx)
+    assert first.quarantined == [] and first.notebooks_indexed == 2
+    outcome = check_manifest(root, idx)
+    assert outcome == {"caf\\xe9/r\\xe9sum\\xe9.ipynb": ("indexed", ""), "literal \\xe9.ipynb": ("indexed", "")}
+    assert notebook_path(str(root.resolve()), "caf\\xe9/r\\xe9sum\\xe9.ipynb").read_bytes().startswith(b"{")
+    assert notebook_path(str(root.resolve()), "literal \\xe9.ipynb").is_file()
+    again = index(root, idx)
+    assert again.changed == 0 and again.notebooks_indexed == 0 and again.quarantined == []
 
 
 def test_index_folder_with_uri_characters_in_its_name(tmp_path: Path) -> None:

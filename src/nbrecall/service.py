@@ -12,6 +12,7 @@ from nbrecall import backends
 from nbrecall.config import Settings
 from nbrecall.index import embedder_from_settings
 from nbrecall.index.embed import Embedder
+from nbrecall.notebook.files import notebook_path
 from nbrecall.plugins import PluginManager, plugin_manager
 from nbrecall.protocols import Store
 from nbrecall.records import SearchFilters
@@ -123,7 +124,7 @@ class Archive:
     def notebook_file(self, sha: str) -> Path | None:
         """The file on disk for an indexed notebook (never a path taken from a request)."""
         for root, rel in self.manifest.paths_of(sha):
-            path = Path(root) if Path(root).is_file() else Path(root) / rel
+            path = notebook_path(root, rel)
             if path.is_file():
                 return path
         return None

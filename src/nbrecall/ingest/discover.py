@@ -165,10 +165,10 @@ def discover(
             if key in seen:
                 continue
             seen.add(key)
-            if shown != rel:  # the manifest, the store and every page need text that encodes as UTF-8
-                reason = "its path is not valid UTF-8 (file or folder name); rename it to index it"
-                result.unreadable.append((root_key, shown, reason))
-                continue
+            # The manifest, the store and every page need text that encodes as UTF-8: a name that is not UTF-8 (a
+            # share with a legacy encoding) is recorded with its bytes escaped, and read back through
+            # `notebook_path`; `path` is the file itself
+            rel = shown
             # Without follow_symlinks the walk enters no folder link, so only the file itself can be one (one
             # lstat); with it, any folder on the way may be, so the file's real path is what counts.
             link = settings.follow_symlinks or _is_link(path)

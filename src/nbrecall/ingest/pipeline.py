@@ -42,6 +42,7 @@ from nbrecall.ingest.figures import FigureWork, describe_waiting
 from nbrecall.ingest.lock import IndexLocked, WriterLock
 from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders_dir
 from nbrecall.ingest.vectors import Progress, fill_vectors, priority, vectors_from_cache
+from nbrecall.notebook.files import notebook_path
 from nbrecall.notebook.read import READER_VERSION, read_notebook
 from nbrecall.plugins import PluginManager, plugin_manager
 from nbrecall.protocols import Manifest, Store
@@ -182,7 +183,7 @@ def _describe_phase(run: _Run, figures: FigureWork) -> None:
 
     def located(sha: str) -> tuple[str, str, Path] | None:
         for root, rel in manifest.paths_of(sha):
-            path = Path(root) if Path(root).is_file() else Path(root) / rel
+            path = notebook_path(root, rel)
             if path.is_file():
                 return root, rel, path
         return None
@@ -441,8 +442,7 @@ def _build(run: _Run, records: list[FileRecord]) -> Iterator[BuildOutcome]:
     # workers count tokens as the run's embedder does
     task = BuildTask.for_run(run.settings, run.embedder, run.executor, run.plugins)
     items = (  # absolute paths: a Ray worker's working folder is not this one
-        (str((Path(f.root) / f.rel if not Path(f.root).is_file() else Path(f.root)).absolute()), f.rel, f.root,
-         f.sha256)
+        (str(notebook_path(f.root, f.rel).absolute()), f.rel, f.root, f.sha256)
         for f in records
     )
     return run.executor.map(task, items, on_error=build_failed)

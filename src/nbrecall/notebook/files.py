@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,6 +39,22 @@ def printable_path(name: str) -> str:
         return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # surrogates that are not escaped bytes: show them as \udxxx
         return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_ESCAPED_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
+
+
+def notebook_path(root: str, rel: str) -> Path:
+    """The file of an indexed `(root, rel)`: `root` itself when it is a notebook, else `root / rel`. A `rel` recorded
+    with `\xff` escapes (`printable_path`: a name that is not UTF-8, from a share with a legacy encoding) is turned
+    back into the bytes it stands for, unless a file is named with those characters literally."""
+    base = Path(root)
+    if base.is_file():
+        return base
+    path = base / rel
+    if "\\x" not in rel or os.path.lexists(path):
+        return path
+    return base / _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), rel)
 
 
 def open_regular(path: str | Path) -> BinaryIO:
