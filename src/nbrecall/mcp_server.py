@@ -25,7 +25,7 @@ from nbrecall.answer.answer import answer as answer_question
 from nbrecall.answer.places import heading_paths
 from nbrecall.answer.redact import redact_all
 from nbrecall.config import Settings
-from nbrecall.index.terms import has_terms
+from nbrecall.index.terms import NO_TERMS, has_terms
 from nbrecall.records import SearchFilters
 from nbrecall.service import Archive
 
@@ -101,7 +101,7 @@ def get_cell_data(archive: Archive, notebook: str, cell: int) -> dict[str, Any]:
 def _words(text: str) -> None:
     """A question without a letter or digit is refused, as the CLI and the HTTP API refuse it."""
     if not has_terms(text):
-        raise ToolInputError("the question has no words or numbers to look for")
+        raise ToolInputError(NO_TERMS)
 
 
 def for_model(data: dict[str, Any], settings: Settings) -> dict[str, Any]:

@@ -306,11 +306,10 @@ def number_answer(question: Question, result: SearchResult, archive: Archive, fi
     the question gives is an input, not its answer: `values.score`), so they keep retrieval's order."""
     if ranked is None:
         ranked = ordered_values(question, result, archive, filters, weights)
-    order = {id(c): i for i, c in enumerate(ranked)}
-    showing = sorted((c for c in ranked if shows_number(c.fact.value, question.lookup)),
-                     key=lambda c: (-shows_number(c.fact.value, question.lookup), c.rank is None, c.rank or 0,
-                                    order[id(c)]))
-    picked = pick_values(showing, 1 + ALTERNATIVES, distinct_values=False)
+    shown = [(shows_number(c.fact.value, question.lookup), position, c) for position, c in enumerate(ranked)]
+    showing = sorted((s for s in shown if s[0]), key=lambda s: (-s[0], s[2].rank is None, s[2].rank or 0, s[1]))
+    how = {id(c): how for how, _position, c in showing}
+    picked = pick_values([c for _how, _position, c in showing], 1 + ALTERNATIVES, distinct_values=False)
     if not picked:
         return place_answer(question, result, archive, f"no printed value of the notebooks found shows "
                             f"{clip(question.text, 40)}: the closest cell is shown")
@@ -319,8 +318,7 @@ def number_answer(question: Question, result: SearchResult, archive: Archive, fi
     if len(lines) > 1:
         lines.insert(1, "Also shown in:")
         lines[2:] = [f"  {line}" for line in lines[2:]]
-    rounded = "" if all(shows_number(v.value, question.lookup) == 2 for v in values) else \
-        "; some show it rounded to the decimals typed"
+    rounded = "" if all(how[id(c)] == 2 for c in picked) else "; some show it rounded to the decimals typed"
     citations = list(dict.fromkeys(v.citation for v in values))
     return Answer(question.text, "\n".join(lines), citations, "extractive",
                   f"a number alone: the cells that print it{rounded}", values, question.kind, places=citations)

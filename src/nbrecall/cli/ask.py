@@ -22,6 +22,7 @@ from nbrecall.cli.common import (
     _local_server,
     _open_archive,
     _plain,
+    _refuse_empty,
     _settings,
     err,
 )
@@ -50,13 +51,7 @@ def ask(
     (answer.base_url / NBRECALL_LLM_BASE_URL), else the best matching value, row or sentence."""
     import json
 
-    from nbrecall.index.terms import has_terms
-
-    if not has_terms(question):  # as _refuse_empty, with an example of a question
-        what = "is empty" if not question.strip() else "has no words or numbers"
-        err.print(f"[red]error:[/red] the question {what}: ask something, e.g. nbrecall ask \"what ballast volume "
-                  "did we use aft\"")
-        raise typer.Exit(2)
+    _refuse_empty(question, "ask something, e.g. nbrecall ask \"what ballast volume did we use aft\"")
     settings = _settings(config, index_dir, store)
     if extractive:
         settings.answer.base_url = None

@@ -232,3 +232,15 @@ def _local_server(settings: Settings) -> LocalServer | None:
 
     return find_server(settings)
 
+
+def _refuse_empty(text: str, hint: str) -> None:
+    """An empty question, or one without a token (`index.terms.has_terms`), is refused (exit 2), as the HTTP API
+    refuses it (422); `hint` says what to type instead."""
+    from nbrecall.index.terms import NO_TERMS, has_terms
+
+    if not text.strip():
+        err.print(f"[red]error:[/red] the question is empty: {hint}")
+        raise typer.Exit(2)
+    if not has_terms(text):
+        err.print(f"[red]error:[/red] {NO_TERMS}")
+        raise typer.Exit(2)

@@ -151,14 +151,12 @@ def check_forget(settings: Settings, forget: list[Path], roots: list[Path]) -> l
     """Refuse (exit 2) a path to forget that overlaps a root of the run, or under which nothing is indexed (naming
     the roots the index holds, so a typo is not taken for a done job); the indexed files `(root, rel)`."""
     from nbrecall.backends import index_exists, open_manifest
-    from nbrecall.ingest.discover import files_under, overlaps
+    from nbrecall.ingest.discover import files_under, forget_conflict
 
-    for path in forget:
-        for root in roots:
-            if overlaps(path, root):
-                err.print(f"[red]error:[/red] {_plain(path)}: cannot forget what this run indexes ({_plain(root)}); "
-                          "to keep a folder out of a root, name it in [discover] exclude", soft_wrap=True)
-                raise typer.Exit(2)
+    conflict = forget_conflict(forget, roots)
+    if conflict is not None:
+        err.print(f"[red]error:[/red] {_plain(conflict)}", soft_wrap=True)
+        raise typer.Exit(2)
     with _index_faults(settings, "reading"):
         if not index_exists(settings):
             err.print(f"[red]error:[/red] {describe(settings)}: no index here; nothing to forget")

@@ -23,6 +23,7 @@ from nbrecall.cli.common import (
     _index_faults,
     _local_server,
     _open_archive,
+    _refuse_empty,
     _settings,
     err,
 )
@@ -58,7 +59,7 @@ def search(
     from nbrecall.index.terms import has_terms
 
     if query != "-":
-        _refuse_empty(query)
+        _refuse_empty(query, "give some words to look for ('-' reads questions from stdin)")
     settings = _settings(config, index_dir, store)
     queries = [line.strip() for line in sys.stdin if line.strip()] if query == "-" else [query]
     for text in (q for q in queries if not has_terms(q)):  # stdin: such a line is skipped, the others answered
@@ -83,20 +84,6 @@ def search(
             sys.stdout.flush()
         else:
             _print_hits(text, result, k, archive.manifest)
-
-
-def _refuse_empty(text: str) -> None:
-    """An empty question, or one without a letter or digit (`index.terms.has_terms`), is refused (exit 2), as the
-    HTTP API refuses it (422)."""
-    from nbrecall.index.terms import has_terms
-
-    if not text.strip():
-        err.print("[red]error:[/red] the question is empty: give some words to look for ('-' reads questions "
-                  "from stdin)")
-        raise typer.Exit(2)
-    if not has_terms(text):
-        err.print("[red]error:[/red] the question has no words or numbers to look for")
-        raise typer.Exit(2)
 
 
 SEARCH_NOTEBOOKS = 10  # notebooks a search groups its hits into (`Archive.search`'s default)

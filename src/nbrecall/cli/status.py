@@ -55,6 +55,7 @@ def status(
         manifest = open_manifest(settings, readonly=True)
         stats = manifest.stats()
         roots = manifest.roots()
+    present = {r.root: os.path.exists(r.root) for r in roots}  # one look each: a share may answer slowly
     share = stats["embedded"] / stats["chunks"] if stats["chunks"] else 1.0
     figures = _figure_counts(settings, manifest)
     from nbrecall.index.family_store import family_store
@@ -80,7 +81,7 @@ def status(
         document = {"index": describe(settings), "counts": counts,
                     "embedding_progress": round(share, 4), "renders": renders, "quarantined": quarantine,
                     "outside_links": links, "figures": figures, "kept_by_last_run": last.get("kept") or [],
-                    "roots": [{**asdict(r), "present": os.path.exists(r.root)} for r in roots]}
+                    "roots": [{**asdict(r), "present": present[r.root]} for r in roots]}
         sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
         return
     out = _console()
@@ -98,14 +99,14 @@ def status(
         table.add_row("notebook families (2+ versions)", f"{family_counts[0]:,}")
         table.add_row("  notebooks in them", f"{family_counts[1]:,}")
     out.print(table)
-    if len(roots) > 1 or any(not os.path.exists(r.root) for r in roots):
+    if len(roots) > 1 or not all(present.values()):
         # Where the files came from: a root indexed long ago, a share mounted elsewhere now (`nbrecall forget`)
         rt = Table(title="roots")
         for name in ("root", "files", "notebooks", "quarantined", "here"):
             rt.add_column(name, justify="left" if name in ("root", "here") else "right")
         for held in roots:
             rt.add_row(escape(held.root), f"{held.files:,}", f"{held.notebooks:,}", f"{held.quarantined:,}",
-                       "yes" if os.path.exists(held.root) else "[yellow]missing[/yellow] (nbrecall forget?)")
+                       "yes" if present[held.root] else "[yellow]missing[/yellow] (nbrecall forget?)")
         out.print(rt)
     renders = manifest.render_counts()
     if renders:

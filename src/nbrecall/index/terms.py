@@ -158,19 +158,19 @@ def query_terms(text: str) -> set[str]:
     return terms
 
 
+# --- the keyword index's stems ----------------------------------------------------------------------------------
 
-_LETTER_OR_DIGIT = re.compile(r"[^\W_]")
+TOKEN_PATTERN = r"[^\W_]+"  # as the keyword index splits text: at every character not a letter or digit
+_TOKEN = re.compile(TOKEN_PATTERN)
+# What the CLI, the HTTP API and the MCP tools say of a question without a token (`has_terms`)
+NO_TERMS = "the question has no words or numbers to look for"
 
 
 def has_terms(text: str) -> bool:
-    """Whether `text` holds a letter or a digit (in any script). A question of punctuation or symbols alone (`???`,
-    `*`, an emoji) gives keyword search nothing and vector search only arbitrary neighbours: it is refused like an
-    empty one (the CLI, the HTTP API and the MCP tools)."""
-    return _LETTER_OR_DIGIT.search(text) is not None
-
-# --- the keyword index's stems ----------------------------------------------------------------------------------
-
-_TOKEN = re.compile(r"[^\W_]+")  # as the keyword index splits text: at every character not a letter or digit
+    """Whether `text` holds a token of the keyword index (a letter or a digit, in any script). A question of
+    punctuation or symbols alone (`???`, `*`, an emoji) gives keyword search nothing and vector search only
+    arbitrary neighbours: it is refused like an empty one (the CLI, the HTTP API and the MCP tools)."""
+    return _TOKEN.search(text) is not None
 
 
 def keyword_stems(text: str) -> set[str]:

@@ -119,10 +119,16 @@ def files_under(paths: list[Path], known: Iterable[tuple[str, str]]) -> list[tup
     return found
 
 
-def overlaps(path: Path, other: Path) -> bool:
-    """Whether one of the two holds the other (or they are the same), compared in absolute form."""
-    a, b = os.path.abspath(path), os.path.abspath(other)
-    return _inside(a, [b]) or _inside(b, [a])
+def forget_conflict(forget: list[Path], roots: list[Path]) -> str | None:
+    """Why a run cannot forget `forget` while it indexes `roots` (one holds the other, compared in absolute form),
+    or None when it can."""
+    for gone in forget:
+        for root in roots:
+            a, b = os.path.abspath(gone), os.path.abspath(root)
+            if _inside(a, [b]) or _inside(b, [a]):
+                return (f"{gone}: cannot forget what this run indexes ({root}); to keep a folder out of a root, name "
+                        "it in [discover] exclude")
+    return None
 
 
 def _inside(real: str, roots: list[str]) -> bool:

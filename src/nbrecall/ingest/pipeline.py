@@ -36,7 +36,14 @@ from nbrecall.index.cache import EmbeddingCache
 from nbrecall.index.embed import Embedder
 from nbrecall.index.faults import storage_fault
 from nbrecall.ingest.build import IndexReport, fingerprint
-from nbrecall.ingest.discover import discover, empty_root_note, files_under, overlaps, unlisted_note, unread_note
+from nbrecall.ingest.discover import (
+    discover,
+    empty_root_note,
+    files_under,
+    forget_conflict,
+    unlisted_note,
+    unread_note,
+)
 from nbrecall.ingest.families import FamilyWriter
 from nbrecall.ingest.figures import FigureWork, describe_waiting
 from nbrecall.ingest.lock import IndexLocked, WriterLock
@@ -108,11 +115,9 @@ def run_index(
     describes the figures. `executor` runs parse/analyse/chunk (`nbrecall.executor`; default: in this process); the
     caller closes it. `describer` overrides the one `[vision]` configures. `plugins`: the plugin manager (the
     metadata extractors, the describer; default: built from `settings`)."""
-    for gone in forget:
-        for root in roots:
-            if overlaps(gone, root):
-                raise ValueError(f"{gone}: cannot forget what this run indexes ({root}); to keep a folder out of a "
-                                 "root, name it in [discover] exclude")
+    conflict = forget_conflict(list(forget), roots)
+    if conflict is not None:
+        raise ValueError(conflict)
     report = IndexReport()
     index_dir = settings.index_dir
     plugins = plugins if plugins is not None else plugin_manager(settings)

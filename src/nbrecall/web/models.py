@@ -9,10 +9,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, Field, create_model
 
 from nbrecall import records
+from nbrecall.index.terms import TOKEN_PATTERN
 
 MAX_QUERY = 2000
-# A question must hold a letter or a digit (`index.terms.has_terms`): "???" or "*" gives nothing to match on
-WORDS = r"[^\W_]"
+# A question must hold a token (`index.terms.has_terms`): "???" or "*" gives nothing to match on
+WORDS = TOKEN_PATTERN
 MAX_FILTER = 200
 YEAR_PATTERN = r"^([0-9]{4}|[0-9]{4}\.\.[0-9]{4}|[0-9]{4}\.\.|\.\.[0-9]{4}|\.\.)$"
 

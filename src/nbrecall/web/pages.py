@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
-from nbrecall.index.terms import has_terms
+from nbrecall.index.terms import NO_TERMS, has_terms
 from nbrecall.ingest.renders import render_label
 from nbrecall.records import ContentRecord, SearchFilters
 from nbrecall.search.families import family_members
@@ -65,7 +65,7 @@ def search_page(
     groups: list[dict[str, Any]] = []
     searched = bool((q or "").strip())
     if searched and not has_terms(q or ""):
-        error = "the question has no words or numbers to look for"
+        error = NO_TERMS
     elif searched:
         try:
             filters = SearchFilters.from_options(year, project, author, tag, include_deprecated)
