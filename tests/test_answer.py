@@ -788,3 +788,24 @@ def test_a_question_quoting_an_exception_gets_the_place_first(archive: Archive) 
     question = "KeyError: total ballast volume"
     answer = extractive_answer(question, archive.search(question), archive)
     assert answer.text.startswith("In ") and answer.citations[0] == answer.places[0]
+
+
+def test_the_value_list_leaves_out_values_of_cells_sent_whole_but_the_best_ones() -> None:
+    from nbrecall.answer.context import ContextValue
+
+    cells = [CellRecord("sha1", i, f"id{i}", "code", i, f"y{i} = {i} * 2\nprint(y{i})", f"{2 * i}") for i in range(6)]
+    # the best value is in a cell that is sent, so are the next two; twenty more are in cells that are not
+    values = [ContextValue(f"y{i} = {2 * i}", "big.ipynb", "sha1", i, f"id{i}", "Results") for i in range(3)]
+    values += [ContextValue(f"result_{i} = {i}.5", "big.ipynb", "sha1", 100 + i, f"c{100 + i}", "Results")
+               for i in range(20)]
+    budget = 330
+    context = build_context(_fake_result(cells), budget, values=values)
+    block = context.text.split("\n\n# Notebook: ", 1)[0]
+    sent = {c.cell for c in context.cells if c.cell_type != "value"}
+    assert {0, 1, 2} <= sent and context.tokens <= budget
+    assert "- Cell 0 (Results): y0 = 0" in block  # the pointer to the likely answer stays
+    assert "Cell 1 " not in block and "Cell 2 " not in block  # read whole below: not listed again
+    without = sum(f"Cell {100 + i} " in block for i in range(20))
+    # the tokens the two lines took list values of cells the model would not see otherwise
+    repeated = build_context(_fake_result(cells), budget, values=values[:1] + values[3:])
+    assert without >= sum(f"Cell {100 + i} " in repeated.text for i in range(20)) > 0

@@ -225,6 +225,26 @@ def _fill_with_values(block: str, listed: list[ContextValue], values: list[Conte
     return more, more_listed
 
 
+def _not_twice(block: str, listed: list[ContextValue], values: list[ContextValue], budget: int,
+               cells: Context) -> tuple[str, list[ContextValue]]:
+    """The value list built again without the values of cells the context sends whole (the model reads them
+    there), except the best value's cell, whose line is the list's pointer to the likely answer: the tokens a
+    repeated line took go to values whose cells are not sent."""
+    if not values or not cells.cells:
+        return block, listed
+    sent = {(c.notebook, c.cell) for c in cells.cells}
+    first = (values[0].notebook, values[0].cell)
+    rest = [v for v in values if (v.notebook, v.cell) == first or (v.notebook, v.cell) not in sent]
+    if len(rest) == len(values):
+        return block, listed
+    room = max(budget - cells.tokens - 2, count_llm_tokens(block))
+    more, more_listed = _values_block(rest, room)
+    whole = f"{more}\n\n{cells.text}" if more else cells.text
+    if not more or count_llm_tokens(whole) > budget:
+        return block, listed
+    return more, more_listed
+
+
 def _of_first_cells(values: list[ContextValue], most: int | None) -> list[ContextValue]:
     """The values of the first `most` cells (in the order of each cell's best value); all when `most` is None."""
     if most is None:
@@ -256,12 +276,14 @@ def build_context(
     for the question) come first, one line each, in at most `VALUES_SHARE` of the budget, and in what the cells
     leave unused (`_fill_with_values`): a value often sits in a cell that no neighbourhood reaches, and its line is
     a tenth of the cell's cost. Their cells are citable. `share_cells`: only the values of that many best cells
-    take the share; the others can only fill what the cells leave.
+    take the share; the others can only fill what the cells leave. Once the cells are chosen, the list leaves out
+    the values of cells sent whole, but the best value's (`_not_twice`).
     """
     block, listed = _values_block(_of_first_cells(values or [], share_cells), int(budget_tokens * VALUES_SHARE))
     if block:
         inner = build_context(result, budget_tokens - count_llm_tokens(block) - 2, max_notebooks, extra)
         block, listed = _fill_with_values(block, listed, values or [], budget_tokens, inner)
+        block, listed = _not_twice(block, listed, values or [], budget_tokens, inner)
         text = f"{block}\n\n{inner.text}" if inner.text else block
         in_context = list(inner.cells)
         seen = {(c.notebook, c.cell) for c in in_context}
