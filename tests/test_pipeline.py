@@ -322,14 +322,14 @@ def test_an_indexed_file_that_cannot_be_read_this_time_keeps_its_last_state(
     ballast = root / "projects/2017/17-042/ballast.ipynb"
     os.utime(ballast, ns=(time.time_ns(), time.time_ns()))  # its stat changed: the run reads it again
     write_nb(root / "new.ipynb", [v4.new_markdown_cell("# New\nA notebook written since.")])
-    hashing = discover_module.file_sha256
+    hashing = discover_module.content_sha256
 
     def failing(path: Path) -> str:
         if path.name in ("ballast.ipynb", "new.ipynb"):
             raise OSError(5, "Input/output error")
         return hashing(path)
 
-    monkeypatch.setattr(discover_module, "file_sha256", failing)
+    monkeypatch.setattr(discover_module, "content_sha256", failing)
     report, store, _ = index_once(root, index, hash_embedder)
     assert report.unread == [(str(root.resolve()), "projects/2017/17-042/ballast.ipynb",
                               "cannot read file: Input/output error")]

@@ -147,6 +147,9 @@ def test_notebook_changes_filter(tmp_path: Path) -> None:
     assert not accept(Change.added, str(root / ".nbrecall" / "manifest.sqlite"))  # the index's own writes
     assert not accept(Change.added, str(root / "sub" / ".ipynb_checkpoints" / "a-checkpoint.ipynb"))
     assert not accept(Change.added, str(root / ".hidden" / "a.ipynb"))
+    assert accept(Change.modified, str(root / "sub" / "2017.ZIP"))  # a zipped project replaced
+    settings.discover.zip_archives = False
+    assert not NotebookChanges(settings, [root])(Change.modified, str(root / "sub" / "2017.zip"))
 
 
 def test_parse_duration() -> None:

@@ -46,6 +46,10 @@ class DiscoverSettings:
     # memory (a 100 MB notebook of plot JSON peaked at 2.1 GB, one of 242 MB printed text at 1.0 GB: bench/README.md),
     # and one 2 GB file must not take the run down.
     max_file_mb: float = 256.0
+    # Notebooks inside zip archives (a finished project zipped on the share) are indexed as
+    # `project.zip/inner/x.ipynb`, read from the archive without extracting it; each member under `max_file_mb`
+    # once decompressed. Zips inside zips are not entered. False: zip archives are not opened.
+    zip_archives: bool = True
 
 
 @dataclass

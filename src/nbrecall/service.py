@@ -12,7 +12,7 @@ from nbrecall import backends
 from nbrecall.config import Settings
 from nbrecall.index import embedder_from_settings
 from nbrecall.index.embed import Embedder
-from nbrecall.notebook.files import notebook_path
+from nbrecall.notebook.files import notebook_exists, notebook_path
 from nbrecall.plugins import PluginManager, plugin_manager
 from nbrecall.protocols import Store
 from nbrecall.records import SearchFilters
@@ -125,6 +125,6 @@ class Archive:
         """The file on disk for an indexed notebook (never a path taken from a request)."""
         for root, rel in self.manifest.paths_of(sha):
             path = notebook_path(root, rel)
-            if path.is_file():
+            if notebook_exists(path):  # a file, or a notebook inside a zip archive
                 return path
         return None

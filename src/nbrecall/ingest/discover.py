@@ -17,8 +17,9 @@ from pathlib import Path
 from stat import S_ISLNK, S_ISREG
 
 from nbrecall.config import DiscoverSettings
+from nbrecall.notebook.archives import MemberUnreadable, ZipMember, list_members, read_member
 from nbrecall.notebook.checkpoints import CHECKPOINTS  # Jupyter's autosave folder: its copies are versions
-from nbrecall.notebook.files import NotARegularFile, open_regular, printable_path, walk_notebooks
+from nbrecall.notebook.files import NotARegularFile, content_sha256, printable_path, walk_notebooks
 from nbrecall.records import FileRecord
 
 
@@ -135,12 +136,81 @@ def _inside(real: str, roots: list[str]) -> bool:
     return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open_regular(path) as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+
+
+class _Archives:
+    """The zip archives met in one walk, each listed once more here (its members' sizes and flags), and the
+    archive's own stat: a member is taken as unchanged while its archive's size and modification time are."""
+
+    def __init__(self) -> None:
+        self._listed: dict[Path, tuple[os.stat_result, dict[str, ZipMember]]] = {}
+
+    def member(self, base: Path, rel: str) -> tuple[Path, str, os.stat_result, ZipMember] | None:
+        """`(archive, name, archive's stat, member)` when `rel` under `base` is a member of a listed archive."""
+        parts = rel.split("/")
+        for i in range(len(parts) - 1, -1, -1):  # i = 0: the root is the archive
+            archive = base.joinpath(*parts[:i])
+            if archive not in self._listed:
+                continue
+            found = self._listed[archive][1].get("/".join(parts[i:]))
+            return (archive, "/".join(parts[i:]), self._listed[archive][0], found) if found else None
+        return None
+
+    def note(self, archive: Path) -> None:
+        """List `archive` (a zip the walk yielded members of) for `member`; an archive that changed or went since
+        the walk lists nothing, and its members are then read as they are."""
+        if archive in self._listed:
+            return
+        try:
+            stat = os.stat(archive)
+            self._listed[archive] = (stat, {m.name: m for m in list_members(archive, skip_hidden=False)})
+        except OSError:
+            self._listed[archive] = (os.stat_result((0,) * 10), {})
+
+
+def _zip_of(base: Path, rel: str) -> Path | None:
+    """The zip archive the notebook `rel` under `base` lies in: `base` itself or a folder of `rel` whose name ends
+    in `.zip` and that is a regular file (names are looked at first: an ordinary notebook costs no system call)."""
+    parts = rel.split("/")[:-1]
+    candidates = [base] + [base.joinpath(*parts[: i + 1]) for i in range(len(parts))]
+    for candidate in reversed(candidates):
+        if candidate.name.lower().endswith(".zip") and candidate.is_file():
+            return candidate
+    return None
+
+
+def _member_record(result: Discovery, archives: _Archives, base: Path, key: tuple[str, str],
+                   old: FileRecord | None, settings: DiscoverSettings) -> None:
+    """Discover one notebook inside a zip archive: unchanged while the archive's size and modification time are
+    (its size is the member's, its time the archive's), else read from the archive and hashed."""
+    root_key, rel = key
+    found = archives.member(base, rel)
+    if found is None:
+        _unreadable(result, old, (root_key, rel, "cannot read it from its zip archive (the archive changed)"))
+        return
+    archive, name, stat, member = found
+    if member.encrypted:
+        result.unreadable.append((root_key, rel, f"encrypted inside {archive.name}: nbrecall cannot read it"))
+        return
+    cap = int(settings.max_file_mb * 2**20) if settings.max_file_mb else None
+    if cap is not None and member.size > cap:
+        result.unreadable.append((root_key, rel, too_large(member.size, settings.max_file_mb)))
+        return
+    if old is not None and not settings.rehash and (old.size, old.mtime_ns) == (member.size, stat.st_mtime_ns):
+        result.files.append(old)
+        return
+    try:
+        data = read_member(archive, name, cap)
+    except MemberUnreadable as exc:
+        result.unreadable.append((root_key, rel, str(exc)))
+        return
+    except OSError as exc:
+        _unreadable(result, old, (root_key, rel, f"cannot read it from {archive.name}: {exc.strerror or exc}"))
+        return
+    result.hashed += 1
+    record = FileRecord(root_key, rel, member.size, stat.st_mtime_ns, hashlib.sha256(data).hexdigest())
+    result.files.append(record)
+    (result.touched if old is not None and old.sha256 == record.sha256 else result.changed).append(record)
 
 
 def discover(
@@ -153,10 +223,12 @@ def discover(
     result = Discovery()
     seen: set[tuple[str, str]] = set()
     real_roots = [os.path.realpath(r) for r in roots]
+    archives = _Archives()
     for root in roots:
         root_key = str(root.resolve())
         base = root.resolve()
         errors: list[OSError] = []
+        single = base.is_file() and not base.name.lower().endswith(".zip")
         for path in walk_notebooks(
             base,
             skip_hidden=settings.skip_hidden,
@@ -164,13 +236,18 @@ def discover(
             follow_symlinks=settings.follow_symlinks,
             enter=frozenset([CHECKPOINTS]) if checkpoints else frozenset(),
             unlisted=errors.append,
+            archives=settings.zip_archives,
         ):
-            rel = path.name if base.is_file() else path.relative_to(base).as_posix()
+            rel = path.name if single else path.relative_to(base).as_posix()
             shown = printable_path(rel)
             key = (root_key, shown)
             if key in seen:
                 continue
             seen.add(key)
+            if settings.zip_archives and (zipped := _zip_of(base, rel)):
+                archives.note(zipped)
+                _member_record(result, archives, base, (root_key, shown), known.get(key), settings)
+                continue
             # The manifest, the store and every page need text that encodes as UTF-8: a name that is not UTF-8 (a
             # share with a legacy encoding) is recorded with its bytes escaped, and read back through
             # `notebook_path`; `path` is the file itself
@@ -212,7 +289,7 @@ def discover(
                 result.files.append(old)
                 continue
             try:
-                sha = file_sha256(path)
+                sha = content_sha256(path)
             except FileNotFoundError:
                 seen.discard(key)  # vanished between stat and read
                 continue

@@ -281,6 +281,7 @@ class NotebookChanges:
         self.exclude = set(settings.discover.exclude)
         self.index_dir = os.path.realpath(settings.index_dir)
         self.roots = [os.path.abspath(r) for r in roots]
+        self.zips = settings.discover.zip_archives  # a zip archive saved or replaced: its notebooks may have changed
 
     def __call__(self, change: Any, path: str) -> bool:
         from watchfiles import Change
@@ -296,4 +297,5 @@ class NotebookChanges:
         if change == Change.deleted:
             return True
         name = parts[-1] if parts else ""
-        return name.endswith(".ipynb") or (bool(self.sidecar) and name.endswith(self.sidecar)) or os.path.isdir(path)
+        return (name.endswith(".ipynb") or (self.zips and name.lower().endswith(".zip"))
+                or (bool(self.sidecar) and name.endswith(self.sidecar)) or os.path.isdir(path))

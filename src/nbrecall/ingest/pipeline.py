@@ -49,7 +49,7 @@ from nbrecall.ingest.figures import FigureWork, describe_waiting
 from nbrecall.ingest.lock import IndexLocked, WriterLock
 from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders_dir
 from nbrecall.ingest.vectors import Progress, fill_vectors, priority, vectors_from_cache
-from nbrecall.notebook.files import notebook_path
+from nbrecall.notebook.files import notebook_exists, notebook_path, read_notebook_file
 from nbrecall.notebook.read import READER_VERSION, read_notebook
 from nbrecall.plugins import PluginManager, plugin_manager
 from nbrecall.protocols import Manifest, Store
@@ -189,7 +189,7 @@ def _describe_phase(run: _Run, figures: FigureWork) -> None:
     def located(sha: str) -> tuple[str, str, Path] | None:
         for root, rel in manifest.paths_of(sha):
             path = notebook_path(root, rel)
-            if path.is_file():
+            if notebook_exists(path):
                 return root, rel, path
         return None
 
@@ -199,7 +199,7 @@ def _describe_phase(run: _Run, figures: FigureWork) -> None:
             return None
         _root, rel, path = found
         try:
-            if hashlib.sha256(path.read_bytes()).hexdigest() != sha:
+            if hashlib.sha256(read_notebook_file(path)).hexdigest() != sha:
                 return None  # changed since this run saw it: the next run indexes the new content
             nb, _stale, _meta = notebook_for_index(renders_dir(settings), sha, read_notebook(path, display_path=rel))
             return nb

@@ -27,6 +27,7 @@ from nbrecall.config import Settings
 from nbrecall.executor import Executor, ExecutorError
 from nbrecall.index.embed import Embedder
 from nbrecall.ingest.build import IndexReport, build_rows, fingerprint
+from nbrecall.notebook.archives import split_member
 from nbrecall.notebook.read import NotebookUnreadable
 from nbrecall.plugins import PluginManager, plugin_manager
 
@@ -176,7 +177,7 @@ def build_notebook(
                 "nbrecall version on every worker"
             )
             return outcome
-    if not Path(path).exists() and not Path(path).parent.is_dir():
+    if not Path(path).exists() and not Path(path).parent.is_dir() and split_member(path) is None:
         outcome.fault = (
             f"{_where()} cannot see {Path(path).parent}: workers read notebooks by path, so mount the archive at "
             "the same path on every node"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from nbrecall.notebook.archives import is_zip_name, list_members, read_member, split_member
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO",
@@ -49,7 +52,7 @@ def notebook_path(root: str, rel: str) -> Path:
     with `\xff` escapes (`printable_path`: a name that is not UTF-8, from a share with a legacy encoding) is turned
     back into the bytes it stands for, unless a file is named with those characters literally."""
     base = Path(root)
-    if base.is_file():
+    if base.is_file() and not is_zip_name(base.name):
         return base
     path = base / rel
     if "\\x" not in rel or os.path.lexists(path):
@@ -81,6 +84,45 @@ def read_regular(path: str | Path) -> bytes:
         return handle.read()
 
 
+def read_notebook_file(path: str | Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of a notebook: a regular file, or a member of a zip archive named as `archive.zip/inner/x.ipynb`
+    (`notebook.archives`). A file of that name on disk wins."""
+    try:
+        return read_regular(path)
+    except (NotADirectoryError, FileNotFoundError):
+        member = split_member(path)
+        if member is None:
+            raise
+        return read_member(*member, max_bytes=max_bytes)
+
+
+def notebook_exists(path: str | Path) -> bool:
+    """Whether `path` is a notebook file on disk or a member of a zip archive on disk."""
+    if os.path.isfile(path):
+        return True
+    member = split_member(path)
+    if member is None:
+        return False
+    try:
+        return any(m.name == member[1] for m in list_members(member[0], skip_hidden=False))
+    except OSError:
+        return False
+
+
+def content_sha256(path: str | Path) -> str:
+    """The SHA-256 of a notebook's bytes (`read_notebook_file`'s), a regular file read in blocks."""
+    digest = hashlib.sha256()
+    try:
+        with open_regular(path) as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except (NotADirectoryError, FileNotFoundError):
+        if split_member(path) is None:
+            raise
+        digest.update(read_notebook_file(path))
+    return digest.hexdigest()
+
+
 def walk_notebooks(
     root: Path,
     *,
@@ -89,16 +131,28 @@ def walk_notebooks(
     follow_symlinks: bool = False,
     enter: frozenset[str] = frozenset(),
     unlisted: Callable[[OSError], None] | None = None,
+    archives: bool = False,
 ) -> Iterator[Path]:
     """Yield notebook files under `root` (or `root` itself if it is a file), in sorted order.
 
     Hidden folders and files (leading dot) and folders named in `exclude` (e.g. `.ipynb_checkpoints`) are
     skipped; folders named in `enter` are entered even when hidden (not when excluded). With `follow_symlinks`,
     folder symlink loops are cut by remembering visited real paths. A folder that cannot be listed (permissions, a
-    share's network error) is skipped and given to `unlisted` (its `filename` is the folder).
+    share's network error) is skipped and given to `unlisted` (its `filename` is the folder). With `archives`, the
+    notebooks inside each zip archive are yielded as `archive.zip/inner/x.ipynb` (the same rules for folders inside
+    it); an archive that cannot be listed goes to `unlisted` like a folder.
     """
     excluded = set(exclude or [])
     if root.is_file():
+        if archives and is_zip_name(root.name):  # a zip archive named as the root: its notebooks
+            try:
+                members = list_members(root, skip_hidden=skip_hidden, exclude=frozenset(excluded), enter=enter)
+            except OSError as exc:
+                if unlisted is not None:
+                    unlisted(OSError(exc.errno, exc.strerror or str(exc), str(root)))
+                return
+            yield from (root.joinpath(*m.name.split("/")) for m in members)
+            return
         yield root
         return
     seen: set[str] = set()
@@ -113,5 +167,18 @@ def walk_notebooks(
             d for d in dirs if d not in excluded and (d in enter or not (skip_hidden and d.startswith(".")))
         )
         for name in sorted(files):
-            if name.endswith(".ipynb") and not (skip_hidden and name.startswith(".")):
+            if skip_hidden and name.startswith("."):
+                continue
+            if name.endswith(".ipynb"):
                 yield Path(folder) / name
+            elif archives and is_zip_name(name):
+                archive = Path(folder) / name
+                try:
+                    members = list_members(archive, skip_hidden=skip_hidden, exclude=frozenset(excluded),
+                                           enter=enter)
+                except OSError as exc:
+                    if unlisted is not None:
+                        unlisted(OSError(exc.errno, exc.strerror or str(exc), str(archive)))
+                    continue
+                for member in members:
+                    yield archive.joinpath(*member.name.split("/"))

@@ -21,7 +21,7 @@ from typing import Any
 import nbformat
 from nbformat.validator import ValidationError
 
-from nbrecall.notebook.files import read_regular
+from nbrecall.notebook.files import read_notebook_file
 from nbrecall.notebook.model import Cell, Notebook, Output, Quarantined
 from nbrecall.notebook.repair import CELL_ID, drop_unexpected_keys, fill_missing_keys, replace_lone_surrogates
 
@@ -60,7 +60,7 @@ def read_notebook(path: str | Path, display_path: str | None = None) -> Notebook
     """Read one notebook file; raise `NotebookUnreadable` with a reason when it cannot be read."""
     shown = display_path or str(path)
     try:
-        data = read_regular(path)
+        data = read_notebook_file(path)
     except OSError as exc:
         raise NotebookUnreadable(shown, f"cannot read file: {exc.strerror or exc}") from exc
     return read_notebook_bytes(data, shown)

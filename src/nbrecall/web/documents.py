@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-from nbrecall.notebook.files import read_regular
+from nbrecall.notebook.files import read_notebook_file
 from nbrecall.notebook.model import Notebook
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook_bytes
 
@@ -106,7 +106,7 @@ class Documents:
         if not path:
             return None
         try:
-            raw = read_regular(path)
+            raw = read_notebook_file(path)
         except OSError:
             return None
         if hashlib.sha256(raw).hexdigest() != sha:

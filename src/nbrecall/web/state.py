@@ -14,6 +14,7 @@ from fastapi import HTTPException, Request
 
 from nbrecall.config import Settings
 from nbrecall.ingest.renders import render_mtime_ns, render_summary, renders_dir
+from nbrecall.notebook.files import content_sha256
 from nbrecall.records import CellRecord, ContentRecord, SearchFilters
 from nbrecall.search.retrieve import SearchResult
 from nbrecall.service import Archive
@@ -101,10 +102,8 @@ class WebState:
         """The file still hashes to the indexed content; read in blocks, so a 50 MB notebook costs no memory."""
         if path is None:
             return False
-        from nbrecall.ingest.discover import file_sha256
-
         try:
-            return file_sha256(path) == sha
+            return content_sha256(path) == sha
         except OSError:
             return False
 
