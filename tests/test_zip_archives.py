@@ -169,3 +169,36 @@ def test_a_member_named_outside_its_archive_is_never_read(tmp_path: Path, name: 
     assert [m.name for m in list_members(tmp_path / "a.zip")] == ["in/side.ipynb"]
     assert json.loads(read_notebook_file(tmp_path / "a.zip/in/side.ipynb"))["cells"]
     assert Settings().discover.zip_archives
+
+
+def test_a_content_a_plain_file_also_holds_is_cited_under_the_file_not_the_backup_zip(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str  # noqa: F811 - the fixture
+) -> None:
+    root, index = tmp_path / "share", tmp_path / "idx"
+    # the backup sorts first ("backups" < "projects"), and it is walked first
+    write_zip(root / "backups/2018.zip", {"projects/ballast.ipynb": BALLAST_NB})
+    (root / "projects").mkdir(parents=True)
+    (root / "projects/ballast.ipynb").write_bytes(BALLAST_NB)
+    index_once(root, index, hash_embedder)
+    settings = settings_for(index)
+    store = index_once(root, index, hash_embedder)[1]
+    assert search(index, store, hash_embedder, "total ballast").hits(1)[0].notebook == "projects/ballast.ipynb"
+    archive = Archive(settings)
+    sha = search(index, store, hash_embedder, "total ballast").hits(1)[0].nb_sha
+    assert archive.manifest.paths_of(sha)[0][1] == "projects/ballast.ipynb"
+
+
+def test_a_plain_copy_that_appears_after_the_zip_was_indexed_takes_over_the_citation(
+    tmp_path: Path, hash_embedder: HashEmbedder, backend: str  # noqa: F811 - the fixture
+) -> None:
+    root2, index2 = tmp_path / "share2", tmp_path / "idx2"
+    write_zip(root2 / "a-backups/2018.zip", {"projects/ballast.ipynb": BALLAST_NB})
+    store = index_once(root2, index2, hash_embedder)[1]
+    assert search(index2, store, hash_embedder, "total ballast").hits(1)[0].notebook.startswith("a-backups/2018.zip/")
+    (root2 / "projects").mkdir()
+    (root2 / "projects/ballast.ipynb").write_bytes(BALLAST_NB)
+    report, store, _ = index_once(root2, index2, hash_embedder)
+    assert report.chunks_written == 0  # the same content: nothing is chunked again
+    assert search(index2, store, hash_embedder, "total ballast").hits(1)[0].notebook == "projects/ballast.ipynb"
+    archive2 = Archive(settings_for(index2))
+    assert [(c.rel) for c in archive2.manifest.contents("indexed")] == ["projects/ballast.ipynb"]

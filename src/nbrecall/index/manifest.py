@@ -76,14 +76,23 @@ ROOTS_SQL = ("SELECT f.root, COUNT(*), COALESCE(SUM(CASE WHEN c.status = 'indexe
 # pointed at the copy, the first by root and path as `paths_of` lists them (`{c}`: the collation that order needs,
 # "" in SQLite; `{among}`: the contents to look at). `MISPLACED` finds them: one pass over the contents, about 70 ms
 # at 41,000 in SQLite (bench/README.md); contents no file holds are left to `orphan_shas`.
-_MISPLACED_WHERE = """NOT EXISTS (SELECT 1 FROM files f
-                      WHERE f.root = contents.root AND f.rel = contents.rel AND f.sha256 = contents.sha256)
-      AND EXISTS (SELECT 1 FROM files f WHERE f.sha256 = contents.sha256)"""
+# A path inside a zip archive comes after every plain file (`notebook.archives.in_archive`; `%%` is `%` to a
+# driver with parameters and the same pattern to one without), and a content recorded under one is pointed at a
+# plain file that holds it.
+ARCHIVED = "(lower({t}rel) LIKE '%%.zip/%%')"
+_MISPLACED_WHERE = """((NOT EXISTS (SELECT 1 FROM files f
+                       WHERE f.root = contents.root AND f.rel = contents.rel AND f.sha256 = contents.sha256)
+       AND EXISTS (SELECT 1 FROM files f WHERE f.sha256 = contents.sha256))
+      OR (""" + ARCHIVED.format(t="contents.") + """
+          AND EXISTS (SELECT 1 FROM files f
+                      WHERE f.sha256 = contents.sha256 AND NOT """ + ARCHIVED.format(t="f.") + """)))"""
 MISPLACED_SQL = f"SELECT sha256 FROM contents WHERE {_MISPLACED_WHERE}"
 REPOINT_SQL = """
     UPDATE contents SET
-        root = (SELECT f.root FROM files f WHERE f.sha256 = contents.sha256 ORDER BY f.root{c}, f.rel{c} LIMIT 1),
-        rel = (SELECT f.rel FROM files f WHERE f.sha256 = contents.sha256 ORDER BY f.root{c}, f.rel{c} LIMIT 1)
+        root = (SELECT f.root FROM files f WHERE f.sha256 = contents.sha256
+                ORDER BY """ + ARCHIVED.format(t="f.") + """, f.root{c}, f.rel{c} LIMIT 1),
+        rel = (SELECT f.rel FROM files f WHERE f.sha256 = contents.sha256
+               ORDER BY """ + ARCHIVED.format(t="f.") + """, f.root{c}, f.rel{c} LIMIT 1)
     WHERE {among} AND """ + _MISPLACED_WHERE
 
 log = logging.getLogger("nbrecall.index")
@@ -201,7 +210,7 @@ class SqliteManifest:
         return [
             (r[0], r[1])
             for r in self.db.execute(
-                "SELECT root, rel FROM files WHERE sha256 = ? ORDER BY root, rel", (sha,)
+                f"SELECT root, rel FROM files WHERE sha256 = ? ORDER BY {ARCHIVED.format(t='')}, root, rel", (sha,)
             )
         ]
 
@@ -211,7 +220,8 @@ class SqliteManifest:
         for part in in_parts(shas):
             found.update((sha, []) for sha in part)
             for sha, root, rel in self.db.execute(
-                    f"SELECT sha256, root, rel FROM files WHERE sha256 IN ({marks(part)}) ORDER BY root, rel", part):
+                    f"SELECT sha256, root, rel FROM files WHERE sha256 IN ({marks(part)}) "
+                    f"ORDER BY {ARCHIVED.format(t='')}, root, rel", part):
                 found[sha].append((root, rel))
         return found
 

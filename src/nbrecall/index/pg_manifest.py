@@ -23,6 +23,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from nbrecall.index.manifest import (
+    ARCHIVED,
     MISPLACED_SQL,
     REPOINT_SQL,
     ROOTS_SQL,
@@ -122,13 +123,15 @@ class PgManifest:
 
     def paths_of(self, sha: str) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self._all(
-            "SELECT root, rel FROM files WHERE sha256 = %s ORDER BY root COLLATE \"C\", rel COLLATE \"C\"", (sha,))]
+            f"SELECT root, rel FROM files WHERE sha256 = %s ORDER BY {ARCHIVED.format(t='')}, root COLLATE \"C\", "
+            "rel COLLATE \"C\"", (sha,))]
 
     def paths_of_many(self, shas: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
         wanted = sorted(set(shas))
         found: dict[str, list[tuple[str, str]]] = {sha: [] for sha in wanted}
         for sha, root, rel in self._all("SELECT sha256, root, rel FROM files WHERE sha256 = ANY(%s) "
-                                        "ORDER BY root COLLATE \"C\", rel COLLATE \"C\"", (wanted,)):
+                                        f"ORDER BY {ARCHIVED.format(t='')}, root COLLATE \"C\", rel COLLATE \"C\"",
+                                        (wanted,)):
             found[sha].append((root, rel))
         return found
 

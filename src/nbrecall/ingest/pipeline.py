@@ -49,6 +49,7 @@ from nbrecall.ingest.figures import FigureWork, describe_waiting
 from nbrecall.ingest.lock import IndexLocked, WriterLock
 from nbrecall.ingest.renders import notebook_for_index, render_mtime_ns, renders_dir
 from nbrecall.ingest.vectors import Progress, fill_vectors, priority, vectors_from_cache
+from nbrecall.notebook.archives import in_archive
 from nbrecall.notebook.files import notebook_exists, notebook_path, read_notebook_file
 from nbrecall.notebook.read import READER_VERSION, read_notebook
 from nbrecall.plugins import PluginManager, plugin_manager
@@ -249,6 +250,9 @@ def _run(run: _Run, roots: list[Path], batch_notebooks: int) -> None:
         report.forgotten_files = len(forgotten)
     known = manifest.content_shas()
     todo: dict[str, FileRecord] = {}
+    # a content a plain file and a zip archive both hold is indexed under the file (`in_archive`): a backup zip
+    # beside the live folder must not become the path answers cite
+    found.files.sort(key=lambda record: in_archive(record.rel))
     for record in found.files:  # new contents, and any a file still points at but that is gone (see below)
         if record.sha256 not in known and record.sha256 not in todo:
             todo[record.sha256] = record

@@ -37,6 +37,12 @@ def is_zip_name(name: str) -> bool:
     return name.lower().endswith(ZIP_SUFFIX)
 
 
+def in_archive(rel: str) -> bool:
+    """Whether an indexed path names a notebook inside a zip archive. Such a path is the last choice for a content a
+    plain file also holds: a backup zip beside the live folder must not become the path answers cite."""
+    return ".zip/" in rel.lower()
+
+
 def list_members(archive: Path, *, skip_hidden: bool = True, exclude: frozenset[str] = frozenset(),
                  enter: frozenset[str] = frozenset()) -> list[ZipMember]:
     """The `.ipynb` members of `archive`, sorted by name, with the walk's rules for folders: hidden ones (and

@@ -13,6 +13,7 @@ from nbrecall.config import FamilySettings, RetrieveSettings
 from nbrecall.index.terms import RANKING_STOP_WORDS as _STOP
 from nbrecall.index.terms import RANKING_WORD as _WORD
 from nbrecall.index.terms import keyword_stems, query_terms
+from nbrecall.notebook.archives import in_archive
 from nbrecall.notebook.facts import Fact
 from nbrecall.protocols import Manifest, Store
 from nbrecall.records import (
@@ -383,7 +384,8 @@ def at_current_paths(
         paths.update(manifest.paths_of_many(missing))
     for row in rows:
         now = paths.get(row["nb_sha"])
-        if now and (row.get("root"), row.get("notebook")) not in now:
+        if now and ((row.get("root"), row.get("notebook")) not in now
+                    or (in_archive(str(row.get("notebook"))) and not in_archive(now[0][1]))):  # a plain file first
             row["root"], row["notebook"] = now[0]
 
 
