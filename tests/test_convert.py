@@ -697,3 +697,17 @@ def test_convert_writes_to_a_folder_in_the_working_directory_not_the_archive(
     assert "convert never writes" not in result.output
     help_text = _flat(CliRunner().invoke(app, ["convert", "--help"], env=WIDE).output)
     assert "Exit code: 0 when every notebook was converted" in help_text and "nbrecall-converted" in help_text
+
+
+def test_convert_reads_the_notebooks_inside_a_zip_archive(tmp_path: Path) -> None:
+    import zipfile
+
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    with zipfile.ZipFile(archive / "2017.zip", "w") as handle:
+        handle.writestr("calc/good.ipynb", (ARCHIVE / SAMPLES["old_coefficients"]).read_bytes())
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["convert", str(archive), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "2017.zip" / "calc" / "good.md").is_file()
+    assert not (archive / "calc").exists()  # nothing extracted beside the archive

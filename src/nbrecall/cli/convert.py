@@ -79,7 +79,7 @@ def convert(
         return
     unlisted: list[OSError] = []
     files = list(walk_notebooks(path, skip_hidden=settings.discover.skip_hidden, exclude=settings.discover.exclude,
-                                unlisted=unlisted.append))
+                                unlisted=unlisted.append, archives=settings.discover.zip_archives))
     for exc in unlisted:  # said, not skipped in silence: its notebooks are missing from the output
         err.print(f"[yellow]not listed:[/yellow] {escape(str(exc.filename))} ({escape(exc.strerror or str(exc))}): "
                   "its notebooks are not converted", soft_wrap=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 from nbrecall.convert.depmap import render_dependency_svg
 from nbrecall.convert.markdown import ConvertedNotebook, ConvertOptions, convert_notebook
 from nbrecall.convert.report import FidelityFigures, measure, render_report
-from nbrecall.notebook.files import printable_path, read_regular
+from nbrecall.notebook.files import printable_path, read_notebook_file
 from nbrecall.notebook.model import Notebook
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook_bytes
 
@@ -36,7 +36,7 @@ def convert_file(
     name = printable_path(path.stem)  # used in the markdown's links and headers, which must encode as UTF-8
     result = ConvertResult(path, name)
     try:
-        raw = read_regular(path)
+        raw = read_notebook_file(path)  # a file, or a notebook inside a zip archive
     except OSError as exc:
         result.reason = f"cannot read file: {exc.strerror or exc}"
         return result
