@@ -572,3 +572,43 @@ def test_a_units_library_quantity_is_its_magnitude_with_its_unit(tmp_path: Path)
     assert (3, "F", "12.5", "kN", 12.5) in got
     assert (4, "v", "3.2", "m/s", 3.2) in got
     assert not any("Quantity" in f.shown or "<Unit" in f.shown for f in found)
+
+
+def _kernel_facts(tmp_path: Path, language: str, cells: list) -> list[Fact]:
+    path = write_nb(tmp_path / f"{language}.ipynb", cells, {"kernelspec": {"name": language, "language": language,
+                                                                            "display_name": language}})
+    nb = read_notebook(path)
+    analysis = analyse(nb)
+    rendered = render_cells(nb, OutputLimits(), analysis.trees)
+    return extract_facts(nb, rendered, headings=heading_paths(nb), trees=analysis.trees)
+
+
+def test_an_r_notebook_s_values_are_read_without_the_index_r_prints(tmp_path: Path) -> None:
+    facts = _kernel_facts(tmp_path, "R", [
+        code("tanks <- c(aft = 1284.6, fwd = 1017.0)\ntotal_ballast <- sum(tanks)\ntotal_ballast", 1,
+             [result("[1] 2301.6", 1)]),
+        code("rho <- 1.025  # sea water\nprint(rho)", 2, [stream("[1] 1.025\n")]),
+        code('print(paste("Total:", 3803))', 3, [stream('[1] "Total: 3803"\n')]),
+        code("x <- 1:3\nx", 4, [result("[1] 1 2 3", 4)]),
+    ])
+    shown = {(f.label, f.value) for f in facts}
+    assert ("total_ballast", "2301.6") in shown and next(f for f in facts if f.label == "total_ballast").number
+    assert ("rho", "1.025") in shown and ("rho (sea water)", "1.025") in shown  # printed, and set with `<-`
+    assert ("Total", "3803") in shown
+    assert not any(f.value.startswith("[1]") for f in facts if f.label != "x")  # no value keeps the index
+    assert ("x", "[1] 1 2 3") in shown  # a longer vector stays as printed
+
+
+def test_a_kernel_that_displays_assignments_names_the_value_by_the_variable(tmp_path: Path) -> None:
+    julia = _kernel_facts(tmp_path, "julia", [code("tension_kn = 812.5", 1, [result("812.5", 1)]),
+                                              code("T = size(x, 1)   # number of observations", 2, [result("388", 2)]),
+                                              code('n = length("C#")', 3, [result("2", 3)])])
+    assert [(f.label, f.shown) for f in julia if f.origin == "result"] == [
+        ("tension_kn", "tension_kn = 812.5"), ("T (number of observations)", "T (number of observations) = 388"),
+        ("n", "n = 2")]  # a `#` inside a string is no comment
+    # Python's printouts are read as before: `[1]` there is a list, and an assignment displays nothing (a result
+    # under one is another kernel's or a stale output), so neither rule applies
+    python = facts_of(tmp_path, [code("print([1], 3803)", 1, [stream("[1] 3803\n")]),
+                                 code("x = 5", 2, [result("5", 2)])])
+    assert ("", "[1]") in {(f.label, f.value) for f in python}
+    assert ("result", "x = 5") in {(f.origin, f.label) for f in python}

@@ -70,7 +70,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     numbers named by row and column; polars' line of column types is no level of names (text and HTML); a pipe
 #     table's header is the lines above its `|---|` rule; a word followed by `'s` after a value is no unit
 # 28: a dict of numbers IPython pretty-prints one entry per line (`{'x1': 0.40,\n 'x2': 0.30}`) is read as one dict
-CHUNKER_VERSION = 28
+# 29: kernels' own printing: an R vector of one element is read without its index (`[1] 3803` is 3803), R's `<-` sets
+#     a constant, and a kernel that displays assignments (Julia) names the value by the variable assigned
+CHUNKER_VERSION = 29
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

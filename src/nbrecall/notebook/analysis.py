@@ -196,8 +196,7 @@ _LIMITS = (
 
 
 def _is_python(nb: Notebook) -> bool:
-    language = (nb.language or "python").lower()
-    return language.startswith("python") or language in {"ipython", "ipython3"}
+    return nb.is_python
 
 
 _PYLAB = re.compile(r"^\s*%pylab\b", re.M)

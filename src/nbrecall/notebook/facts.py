@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 
 from nbrecall.notebook.fact_types import LETTER, CellFacts, Fact, FactLimits
-from nbrecall.notebook.model import Cell, Notebook, Output
+from nbrecall.notebook.model import Cell, Notebook, Output, is_python_language
 from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, head_tail, stream_text, strip_ansi
 from nbrecall.notebook.printed import OBJECT_REPR, latex_row, latex_text, timing_reports
 from nbrecall.notebook.printing import last_expression, print_calls, timed_statements
@@ -109,12 +109,42 @@ def _formula_fact(acc: CellFacts, latex: str, expr: tuple[str, list[str]], origi
         acc.add(code, formula, f"{code} = {formula}" if code else formula, origin, code=code, names=names)
 
 
-_CONSTANT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([-+]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
+_CONSTANT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?:=|<-)\s*([-+]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
                        r"(?:\s*\*\s*u\.(\w+))?\s*(?:#\s*(.*))?$")
 
 
+# Kernels other than Python print by their own conventions. R shows a vector of one element with its index,
+# `[1] 3803` or `[1] "Total: 3803"`: the value is what follows (a longer vector, `[1] 1 2 3`, stays as printed).
+_R_ONE_ELEMENT = re.compile(r'^\s*\[1\]\s+(?:"(.*)"|(\S+))\s*$')
+# Julia (and R with parentheses) display the value of an assignment: `x = 812.5` shows 812.5, which is `x`.
+_ASSIGNED = re.compile(r"^([A-Za-z_][\w.!]*)\s*(?:=|<-)\s*(?![=\s]*$)(?!=)")
+
+
+def _as_printed_in(language: str, text: str) -> str:
+    """`text` with R's index of a one-element vector taken off each line that has one (for an R kernel)."""
+    if language.lower() not in ("r", "ir"):
+        return text
+    lines = []
+    for line in text.splitlines():
+        m = _R_ONE_ELEMENT.match(line)
+        lines.append((m.group(1) if m.group(1) is not None else m.group(2)) if m else line)
+    return "\n".join(lines)
+
+
+def _displayed(language: str, expr: tuple[str, list[str]]) -> tuple[str, list[str]]:
+    """The name a result shows the value of: for a kernel that displays assignments (not Python, where an
+    assignment displays nothing), the variable assigned by the closing line, with the line's comment as a
+    constant's label has it (`T (number of observations)`)."""
+    m = None if is_python_language(language) else _ASSIGNED.match(expr[0])
+    if m is None:
+        return expr
+    code, _, comment = expr[0].partition("#")
+    comment = comment.strip() if code.count('"') % 2 == 0 and code.count("'") % 2 == 0 else ""  # not in a string
+    return (f"{m.group(1)} ({comment})" if comment else m.group(1)), expr[1] or [m.group(1)]
+
+
 def _input_facts(acc: CellFacts) -> None:
-    """`rho = 1025  # sea water, kg/m3`: a constant the notebook used, with its comment."""
+    """`rho = 1025  # sea water, kg/m3` (or R's `rho <- 1025`): a constant the notebook used, with its comment."""
     for line in acc.cell.source.splitlines():
         m = _CONSTANT.match(line)
         if m:
@@ -149,19 +179,21 @@ def cell_facts(
     stale: bool = False,
     tree: ast.Module | None = None,
     limits: FactLimits | None = None,
+    language: str = "python",
 ) -> list[Fact]:
-    """The facts of one code cell: its outputs' values and the constants its source sets."""
+    """The facts of one code cell: its outputs' values and the constants its source sets. `language`: the
+    kernel's, whose printing conventions the outputs follow."""
     limits = limits or FactLimits()
     acc = CellFacts(cell, heading, sentence, stale, limits)
     prints = print_calls(cell.source, tree) if "print" in cell.source else []
-    expr = last_expression(cell.source, tree)
+    expr = _displayed(language, last_expression(cell.source, tree))
     timed = timed_statements(cell.source) if "timeit" in cell.source else []
     for output, shown in zip(cell.outputs, rendered, strict=False):
         if output.output_type == "stream":
             if shown.name != "stderr" and shown.text.strip():
                 text = _stream_text(output, shown, limits)
                 text = _timing_facts(acc, text, timed) if timed else text
-                text_facts(acc, text, "line", prints, expr)
+                text_facts(acc, _as_printed_in(language, text), "line", prints, expr)
         elif output.output_type in ("execute_result", "display_data"):
             if shown.kind == "table" and shown.table is not None:
                 acc.add_table(shown.table.header, shown.table.rows, shown.table.depth, *expr)
@@ -183,7 +215,7 @@ def cell_facts(
             if isinstance(latex, str) and _MATH.match(latex) and _drawn(plain):
                 _formula_fact(acc, latex, expr, origin)
                 continue
-            text_facts(acc, _result_text(output, shown), origin, prints, expr)
+            text_facts(acc, _as_printed_in(language, _result_text(output, shown)), origin, prints, expr)
     _input_facts(acc)
     facts = acc.found
     _mark_final(facts)
@@ -230,7 +262,8 @@ def extract_facts(
         if not cell.is_code or not cell.source.strip():
             continue
         facts.extend(cell_facts(cell, rendered.get(cell.index, []), heading=headings.get(cell.index, ""),
-                                sentence=above, stale=stale, tree=trees.get(cell.source), limits=limits))
+                                sentence=above, stale=stale, tree=trees.get(cell.source), limits=limits,
+                                language=nb.language))
     if len(facts) <= limits.per_notebook:
         return facts
     # Over the bound: printed results first (wherever they are: a notebook's last cells hold its conclusions),

@@ -90,6 +90,17 @@ class Notebook:
     def code_cells(self) -> list[Cell]:
         return [c for c in self.cells if c.is_code]
 
+    @property
+    def is_python(self) -> bool:
+        """Whether the kernel runs Python (no language recorded: Python, Jupyter's default)."""
+        return is_python_language(self.language)
+
+
+def is_python_language(language: str) -> bool:
+    """Whether a kernel's language is Python (IPython included; empty: Jupyter's default, Python)."""
+    language = (language or "python").lower()
+    return language.startswith("python") or language in {"ipython", "ipython3"}
+
 
 @dataclass(frozen=True)
 class Quarantined:
