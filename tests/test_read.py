@@ -355,3 +355,12 @@ def test_a_git_lfs_pointer_and_a_merge_conflict_say_what_to_do() -> None:
     with pytest.raises(NotebookUnreadable) as info:
         read_notebook_bytes(conflicted.encode(), "merge.ipynb")
     assert "unresolved merge conflict" in info.value.reason and "line 6" in info.value.reason
+
+
+def test_an_html_page_saved_as_a_notebook_says_what_it_is() -> None:
+    """A browser's 'Save page as' on a notebook's GitHub or nbviewer page keeps the .ipynb name."""
+    for page in (b"\n<!DOCTYPE html>\n<html lang='en'><head><title>ballast.ipynb</title>",
+                 "\ufeff<html><body>Notebook</body></html>".encode()):
+        with pytest.raises(NotebookUnreadable) as info:
+            read_notebook_bytes(page, "ballast.ipynb")
+        assert "an HTML page" in info.value.reason and "raw file" in info.value.reason

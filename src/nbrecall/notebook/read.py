@@ -30,7 +30,8 @@ from nbrecall.notebook.repair import CELL_ID, drop_unexpected_keys, fill_missing
 # 2: missing required keys supplied, a tool's top-level keys dropped, an execution count that is not one (`"*"`,
 # saved while the cell ran) read as none, a cell id the schema does not allow replaced, UTF-16 with its byte order
 # mark.
-READER_VERSION = 2
+# 3: an HTML page saved under a notebook's name says so (the quarantine reason only)
+READER_VERSION = 3
 
 
 class NotebookUnreadable(Exception):
@@ -105,6 +106,10 @@ def read_notebook_bytes(data: bytes, path: str) -> Notebook:
         if target.startswith("version https://git-lfs.github.com/spec/"):
             raise fail("not a notebook: a Git LFS pointer (the notebook itself is in LFS storage; `git lfs pull` "
                        "in its repository fetches it)") from exc
+        if target[:200].lower().lstrip("\ufeff").startswith(("<!doctype html", "<html")):
+            # what a browser saves from a notebook's page on GitHub, GitLab or nbviewer (not the raw file)
+            raise fail("not a notebook: an HTML page (saved from a browser's view of the notebook? save the raw "
+                       "file: GitHub's 'Download raw file', or the page's .ipynb link)") from exc
         conflict = _CONFLICT_MARKER.search(text)
         if conflict is not None:
             line = text.count("\n", 0, conflict.start()) + 1
