@@ -612,3 +612,39 @@ def test_a_kernel_that_displays_assignments_names_the_value_by_the_variable(tmp_
                                  code("x = 5", 2, [result("5", 2)])])
     assert ("", "[1]") in {(f.label, f.value) for f in python}
     assert ("result", "x = 5") in {(f.origin, f.label) for f in python}
+
+
+R_FRAME_HTML = """<table class="dataframe">
+<caption>A data.frame: 2 × 3</caption>
+<thead>
+\t<tr><th></th><th scope=col>vessel</th><th scope=col>length_m</th><th scope=col>ballast_t</th></tr>
+\t<tr><th></th><th scope=col>&lt;chr&gt;</th><th scope=col>&lt;dbl&gt;</th><th scope=col>&lt;dbl&gt;</th></tr>
+</thead>
+<tbody>
+\t<tr><th scope=row>1</th><td>PSV </td><td>130</td><td>3803</td></tr>
+\t<tr><th scope=row>2</th><td>AHTS</td><td> 90</td><td>2100</td></tr>
+</tbody>
+</table>
+"""
+
+
+def test_r_tables_and_named_vectors_are_read_by_their_names(tmp_path: Path) -> None:
+    summary = "   Min. 1st Qu.  Median    Mean 3rd Qu.    Max. \n   2100    2526    2952    2952    3377    3803 "
+    tibble = "# A tibble: 2 × 2\n  vessel ballast_t\n  <chr>      <dbl>\n1 PSV         3803\n2 AHTS        2100"
+    facts = _kernel_facts(tmp_path, "R", [
+        code("fleet", 1, [result("  vessel length_m ballast_t\n1 PSV 130 3803\n2 AHTS 90 2100", 1,
+                                 html=R_FRAME_HTML)]),
+        code("summary(fleet$ballast_t)", 2, [result(summary, 2)]),
+        code("coef(fit)", 3, [result("(Intercept)           x \n  1.2345678   0.9876543 ", 3)]),
+        code("as_tibble(fleet)", 4, [result(tibble, 4)]),
+    ])
+    shown = {(f.cell, f.label, f.value) for f in facts}
+    assert (0, "PSV · ballast_t", "3803") in shown  # IRkernel's line of column types is no level of names
+    assert {(1, "Mean", "2952"), (1, "1st Qu.", "2526"), (1, "Max.", "3803")} <= shown
+    assert {(2, "(Intercept)", "1.2345678"), (2, "x", "0.9876543")} <= shown
+    tibble_facts = [f for f in facts if f.cell == 3]
+    assert (3, "1 PSV", "3803") in shown  # the row under its name, the notes and the types line left out
+    assert not any(f.label.startswith("#") or "<" in f.label or f.value in ("2 × 2", "×") for f in tibble_facts)
+    # a Python printout of the same shape stays as it was read before
+    python = facts_of(tmp_path, [code("print(s)", 1, [stream(summary + "\n")])])
+    assert not any(f.label == "Mean" for f in python)

@@ -71,7 +71,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     table's header is the lines above its `|---|` rule; a word followed by `'s` after a value is no unit
 # 28: a dict of numbers IPython pretty-prints one entry per line (`{'x1': 0.40,\n 'x2': 0.30}`) is read as one dict
 # 29: kernels' own printing: an R vector of one element is read without its index (`[1] 3803` is 3803), R's `<-` sets
-#     a constant, and a kernel that displays assignments (Julia) names the value by the variable assigned
+#     a constant, a kernel that displays assignments (Julia) names the value by the variable assigned; R's named
+#     vectors (`summary()`, `coef()`: names over values) are read name by name, and R's line of column types
+#     (`<dbl>`, IRkernel's HTML and a tibble's print) and a tibble's notes are no names
 CHUNKER_VERSION = 29
 
 _SCALAR_MAX_CHARS = 160

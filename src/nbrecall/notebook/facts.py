@@ -27,6 +27,7 @@ from nbrecall.notebook.model import Cell, Notebook, Output, is_python_language
 from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, head_tail, stream_text, strip_ansi
 from nbrecall.notebook.printed import OBJECT_REPR, latex_row, latex_text, timing_reports
 from nbrecall.notebook.printing import last_expression, print_calls, timed_statements
+from nbrecall.notebook.tables import column_types
 from nbrecall.notebook.text_facts import text_facts
 
 __all__ = ["Fact", "FactLimits", "cell_facts", "extract_facts"]
@@ -120,15 +121,59 @@ _R_ONE_ELEMENT = re.compile(r'^\s*\[1\]\s+(?:"(.*)"|(\S+))\s*$')
 _ASSIGNED = re.compile(r"^([A-Za-z_][\w.!]*)\s*(?:=|<-)\s*(?![=\s]*$)(?!=)")
 
 
+# A tibble's lines about the table rather than in it: `# A tibble: 2 × 3`, `# Groups: site [2]`, `# ℹ 8 more rows`.
+_TIBBLE_NOTE = re.compile(r"^# (?:A tibble|A data frame|Groups|Rowwise|ℹ|…)")
+
+
 def _as_printed_in(language: str, text: str) -> str:
-    """`text` with R's index of a one-element vector taken off each line that has one (for an R kernel)."""
+    """`text` as the reader expects a printout, for an R kernel: R's index taken off a one-element vector, and a
+    tibble's notes and line of column types (`<chr> <dbl>`) left out, so that its names sit above its rows."""
     if language.lower() not in ("r", "ir"):
         return text
     lines = []
     for line in text.splitlines():
+        if _TIBBLE_NOTE.match(line) or column_types(line.split()):
+            continue
         m = _R_ONE_ELEMENT.match(line)
         lines.append((m.group(1) if m.group(1) is not None else m.group(2)) if m else line)
-    return "\n".join(lines)
+    return "\n".join(_named_vector_lines(lines))
+
+
+_R_NUMBER = re.compile(r"-?(?:\d[\d.]*(?:e[-+]?\d+)?%?|NA|NaN|-?Inf)")
+
+
+def _named_vector_lines(lines: list[str]) -> list[str]:
+    """R prints a named vector (`summary()`, `quantile()`, `coef()`) as a line of names over a line of values, each
+    value right-aligned under its name, wrapped into more such pairs when wide: written here as `name: value`
+    lines, which the reader names by their label. A pair counts only when every value ends where a name ends (R
+    prints an unnamed vector with its `[1]` index and a matrix with `[1,]`, so two such lines are names and values)."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        pairs = _name_value_pairs(lines[i], lines[i + 1]) if i + 1 < len(lines) else None
+        if pairs is None:
+            out.append(lines[i])
+            i += 1
+            continue
+        out.extend(f"{name}: {value}" for name, value in pairs)
+        i += 2
+    return out
+
+
+def _name_value_pairs(names: str, values: str) -> list[tuple[str, str]] | None:
+    found = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+", values)]
+    if len(found) < 2 or not all(_R_NUMBER.fullmatch(text) for _, _, text in found):
+        return None
+    pairs = []
+    before = 0
+    for _, end, text in found:
+        name = names[before:end].strip()
+        closes = end <= len(names) and names[end - 1] != " " and (end == len(names) or names[end] == " ")
+        if not closes or not LETTER.search(name):  # names that are numbers (`quantile()`'s `25%`) read as before
+            return None
+        pairs.append((name, text))
+        before = end
+    return pairs if not names[before:].strip() else None
 
 
 def _displayed(language: str, expr: tuple[str, list[str]]) -> tuple[str, list[str]]:

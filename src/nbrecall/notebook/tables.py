@@ -34,6 +34,8 @@ _COLUMN_TYPE = re.compile(
     r"(?:[iu](?:8|16|32|64|128)|f(?:16|32|64)|str|bool|date|time|null|object|binary|cat|enum|decimal|"
     r"(?:datetime|duration|list|array|struct|decimal|enum)\[[^\]]*\])"
 )
+# … and as R writes it (`<chr>`, `<dbl>`, `<fct>`, `<S3: POSIXct>`): in angle brackets, which no name has.
+_R_COLUMN_TYPE = re.compile(r"<[A-Za-z][\w:. ]{0,30}>")
 _FOOTER_RE = re.compile(r"([\d,]+)\s+rows?\s*[×xX]\s*([\d,]+)\s+columns?")
 _WHITESPACE_RE = re.compile(r"[\r\n]+|\s{2,}")
 _ANY_TEXT_RE = re.compile(r"[^\n]")
@@ -295,10 +297,12 @@ def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]], bool]:
 
 
 def column_types(row: list[str]) -> bool:
-    """A header row that gives each column's type (polars' line under the names, in its HTML and its printed frame),
-    not a level of names: every cell a type, and one at least that no name looks like (`f64`, `str`, `list[i64]`; a
-    line of `date`, `time` is names)."""
+    """A header row that gives each column's type (polars' line under the names, in its HTML and its printed frame;
+    R's data frames and tibbles, `<dbl>`, in IRkernel's HTML and in print), not a level of names: every cell a type,
+    and one at least that no name looks like (`f64`, `str`, `list[i64]`; a line of `date`, `time` is names)."""
     cells = [text for text in row if text]
+    if cells and all(_R_COLUMN_TYPE.fullmatch(text) for text in cells):
+        return True
     return bool(cells) and all(_COLUMN_TYPE.fullmatch(text) for text in cells) and any(
         text == "str" or re.search(r"\d|\[", text) for text in cells)
 
