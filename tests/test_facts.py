@@ -637,14 +637,17 @@ def test_r_tables_and_named_vectors_are_read_by_their_names(tmp_path: Path) -> N
         code("summary(fleet$ballast_t)", 2, [result(summary, 2)]),
         code("coef(fit)", 3, [result("(Intercept)           x \n  1.2345678   0.9876543 ", 3)]),
         code("as_tibble(fleet)", 4, [result(tibble, 4)]),
+        code("print(fleet)", 5, [stream("  vessel length_m ballast_t\n1    PSV      130      3803\n"
+                                        "2   AHTS       90      2100\n")]),
     ])
     shown = {(f.cell, f.label, f.value) for f in facts}
     assert (0, "PSV · ballast_t", "3803") in shown  # IRkernel's line of column types is no level of names
     assert {(1, "Mean", "2952"), (1, "1st Qu.", "2526"), (1, "Max.", "3803")} <= shown
     assert {(2, "(Intercept)", "1.2345678"), (2, "x", "0.9876543")} <= shown
     tibble_facts = [f for f in facts if f.cell == 3]
-    assert (3, "1 PSV", "3803") in shown  # the row under its name, the notes and the types line left out
+    assert (3, "PSV · ballast_t", "3803") in shown  # the row under its name, the notes and the types line left out
     assert not any(f.label.startswith("#") or "<" in f.label or f.value in ("2 × 2", "×") for f in tibble_facts)
+    assert {(4, "PSV · length_m", "130"), (4, "AHTS · ballast_t", "2100")} <= shown  # one space between columns
     # a Python printout of the same shape stays as it was read before
     python = facts_of(tmp_path, [code("print(s)", 1, [stream(summary + "\n")])])
     assert not any(f.label == "Mean" for f in python)

@@ -73,7 +73,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 # 29: kernels' own printing: an R vector of one element is read without its index (`[1] 3803` is 3803), R's `<-` sets
 #     a constant, a kernel that displays assignments (Julia) names the value by the variable assigned; R's named
 #     vectors (`summary()`, `coef()`: names over values) are read name by name, and R's line of column types
-#     (`<dbl>`, IRkernel's HTML and a tibble's print) and a tibble's notes are no names
+#     (`<dbl>`, IRkernel's HTML and a tibble's print) and a tibble's notes are no names, and a data frame printed with
+#     one space between its columns is read as a table
 CHUNKER_VERSION = 29
 
 _SCALAR_MAX_CHARS = 160

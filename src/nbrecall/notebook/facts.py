@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from nbrecall.notebook.fact_types import LETTER, CellFacts, Fact, FactLimits
 from nbrecall.notebook.model import Cell, Notebook, Output, is_python_language
 from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, head_tail, stream_text, strip_ansi
-from nbrecall.notebook.printed import OBJECT_REPR, latex_row, latex_text, timing_reports
+from nbrecall.notebook.printed import OBJECT_REPR, latex_row, latex_text, timing_reports, to_number
 from nbrecall.notebook.printing import last_expression, print_calls, timed_statements
 from nbrecall.notebook.tables import column_types
 from nbrecall.notebook.text_facts import text_facts
@@ -136,7 +136,41 @@ def _as_printed_in(language: str, text: str) -> str:
             continue
         m = _R_ONE_ELEMENT.match(line)
         lines.append((m.group(1) if m.group(1) is not None else m.group(2)) if m else line)
-    return "\n".join(_named_vector_lines(lines))
+    return "\n".join(_named_vector_lines(_frame_lines(lines)))
+
+
+def _frame_lines(lines: list[str]) -> list[str]:
+    """R prints a data frame with one space between its columns and its row names on the left (a tibble
+    left-aligns text columns); the reader finds columns by runs of two spaces (pandas' layout). A block whose every
+    row sets each value under its column's name (ending where it ends, or starting where it starts) is written again
+    with two spaces between columns, right-aligned."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        names = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+", lines[i])]
+        rows: list[list[str]] = []
+        j = i + 1
+        while len(names) >= 2 and j < len(lines):
+            tokens = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+", lines[j])]
+            if len(tokens) != len(names) + 1 or not all(
+                    end == name_end or start == name_start
+                    for (start, end, _), (name_start, name_end, _) in zip(tokens[1:], names, strict=True)):
+                break
+            rows.append([text for _, _, text in tokens])
+            j += 1
+        if len(rows) < 2 or any(to_number(name) is not None for _, _, name in names):
+            out.append(lines[i])
+            i += 1
+            continue
+        widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+        widths[1:] = [max(w, len(name)) for w, (_, _, name) in zip(widths[1:], names, strict=True)]
+        out.append(" " * widths[0] + "".join("  " + name.rjust(w) for (_, _, name), w in zip(names, widths[1:],
+                                                                                                  strict=True)))
+        out.extend(row[0].ljust(widths[0]) + "".join("  " + cell.rjust(w) for cell, w in zip(row[1:], widths[1:],
+                                                                                             strict=True))
+                   for row in rows)
+        i = j
+    return out
 
 
 _R_NUMBER = re.compile(r"-?(?:\d[\d.]*(?:e[-+]?\d+)?%?|NA|NaN|-?Inf)")
