@@ -17,7 +17,7 @@ from pathlib import Path
 from stat import S_ISLNK, S_ISREG
 
 from nbrecall.config import DiscoverSettings
-from nbrecall.notebook.archives import MemberUnreadable, ZipMember, list_members, read_member
+from nbrecall.notebook.archives import MemberUnreadable, ZipMember, in_archive, list_members, read_member
 from nbrecall.notebook.checkpoints import CHECKPOINTS  # Jupyter's autosave folder: its copies are versions
 from nbrecall.notebook.files import NotARegularFile, content_sha256, printable_path, walk_notebooks
 from nbrecall.records import FileRecord
@@ -171,6 +171,8 @@ class _Archives:
 def _zip_of(base: Path, rel: str) -> Path | None:
     """The zip archive the notebook `rel` under `base` lies in: `base` itself or a folder of `rel` whose name ends
     in `.zip` and that is a regular file (names are looked at first: an ordinary notebook costs no system call)."""
+    if not in_archive(rel) and not base.name.lower().endswith(".zip"):
+        return None
     parts = rel.split("/")[:-1]
     candidates = [base] + [base.joinpath(*parts[: i + 1]) for i in range(len(parts))]
     for candidate in reversed(candidates):
