@@ -639,6 +639,13 @@ def test_r_tables_and_named_vectors_are_read_by_their_names(tmp_path: Path) -> N
         code("as_tibble(fleet)", 4, [result(tibble, 4)]),
         code("print(fleet)", 5, [stream("  vessel length_m ballast_t\n1    PSV      130      3803\n"
                                         "2   AHTS       90      2100\n")]),
+        code("summary(lm(dist ~ speed, data = cars))", 6, [stream(
+            "Coefficients:\n"
+            "            Estimate Std. Error t value Pr(>|t|)    \n"
+            "(Intercept) -17.5791     6.7584  -2.601   0.0123 *  \n"
+            "speed         3.9324     0.4155   9.464 1.49e-12 ***\n"
+            "---\n"
+            "Residual standard error: 15.38 on 48 degrees of freedom\n")]),
     ])
     shown = {(f.cell, f.label, f.value) for f in facts}
     assert (0, "PSV · ballast_t", "3803") in shown  # IRkernel's line of column types is no level of names
@@ -648,6 +655,9 @@ def test_r_tables_and_named_vectors_are_read_by_their_names(tmp_path: Path) -> N
     assert (3, "PSV · ballast_t", "3803") in shown  # the row under its name, the notes and the types line left out
     assert not any(f.label.startswith("#") or "<" in f.label or f.value in ("2 × 2", "×") for f in tibble_facts)
     assert {(4, "PSV · length_m", "130"), (4, "AHTS · ballast_t", "2100")} <= shown  # one space between columns
+    # a regression's coefficients: names with a space in them, found by where the right-aligned values end
+    assert {(5, "speed · Estimate", "3.9324"), (5, "(Intercept) · Std. Error", "6.7584"),
+            (5, "speed · t value", "9.464"), (5, "Residual standard error", "15.38")} <= shown
     # a Python printout of the same shape stays as it was read before
     python = facts_of(tmp_path, [code("print(s)", 1, [stream(summary + "\n")])])
     assert not any(f.label == "Mean" for f in python)

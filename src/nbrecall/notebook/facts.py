@@ -140,37 +140,90 @@ def _as_printed_in(language: str, text: str) -> str:
 
 
 def _frame_lines(lines: list[str]) -> list[str]:
-    """R prints a data frame with one space between its columns and its row names on the left (a tibble
-    left-aligns text columns); the reader finds columns by runs of two spaces (pandas' layout). A block whose every
-    row sets each value under its column's name (ending where it ends, or starting where it starts) is written again
-    with two spaces between columns, right-aligned."""
+    """R prints a table with one space between its columns and its row names on the left; the reader finds
+    columns by runs of two spaces (pandas' layout). A block R printed is written again with two spaces between its
+    columns, right-aligned: a data frame or tibble whose every row sets each value under its column's name (ending
+    where it ends, or starting where it starts: a tibble left-aligns text), or a table of numbers whose names may
+    hold a space, as `summary(lm(...))`'s coefficients (`Std. Error`), read by where its right-aligned values end."""
     out: list[str] = []
     i = 0
     while i < len(lines):
-        names = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+", lines[i])]
-        rows: list[list[str]] = []
-        j = i + 1
-        while len(names) >= 2 and j < len(lines):
-            tokens = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+", lines[j])]
-            if len(tokens) != len(names) + 1 or not all(
-                    end == name_end or start == name_start
-                    for (start, end, _), (name_start, name_end, _) in zip(tokens[1:], names, strict=True)):
-                break
-            rows.append([text for _, _, text in tokens])
-            j += 1
-        if len(rows) < 2 or any(to_number(name) is not None for _, _, name in names):
+        block = _under_names(lines, i) or _by_value_ends(lines, i)
+        if block is None:
             out.append(lines[i])
             i += 1
             continue
+        names, rows, i = block
         widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
-        widths[1:] = [max(w, len(name)) for w, (_, _, name) in zip(widths[1:], names, strict=True)]
-        out.append(" " * widths[0] + "".join("  " + name.rjust(w) for (_, _, name), w in zip(names, widths[1:],
-                                                                                                  strict=True)))
+        widths[1:] = [max(w, len(name)) for w, name in zip(widths[1:], names, strict=True)]
+        out.append(" " * widths[0] + "".join("  " + name.rjust(w) for name, w in zip(names, widths[1:], strict=True)))
         out.extend(row[0].ljust(widths[0]) + "".join("  " + cell.rjust(w) for cell, w in zip(row[1:], widths[1:],
                                                                                              strict=True))
                    for row in rows)
-        i = j
     return out
+
+
+def _spans(line: str) -> list[tuple[int, int, str]]:
+    return [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+", line)]
+
+
+def _under_names(lines: list[str], i: int) -> tuple[list[str], list[list[str]], int] | None:
+    """(names, rows, the line after) of a data frame printed under its column names from line `i`, or None."""
+    names = _spans(lines[i])
+    rows: list[list[str]] = []
+    j = i + 1
+    while len(names) >= 2 and j < len(lines):
+        tokens = _spans(lines[j])
+        if len(tokens) != len(names) + 1 or not all(
+                end == name_end or start == name_start
+                for (start, end, _), (name_start, name_end, _) in zip(tokens[1:], names, strict=True)):
+            break
+        rows.append([text for _, _, text in tokens])
+        j += 1
+    if len(rows) < 2 or any(to_number(name) is not None for _, _, name in names):
+        return None
+    return [name for _, _, name in names], rows, j
+
+
+_SIGNIFICANCE = re.compile(r"[*.]{1,3}")  # R's significance codes after a p-value
+
+
+def _by_value_ends(lines: list[str], i: int) -> tuple[list[str], list[list[str]], int] | None:
+    """(names, rows, the line after) of a table of numbers from line `i`: rows that start with their name at the
+    line's start and end their values at the same columns, under a line whose text between those columns names
+    them; or None."""
+    header = lines[i]
+    if not LETTER.search(header):
+        return None
+    rows: list[list[str]] = []
+    ends: list[int] | None = None
+    j = i + 1
+    while j < len(lines):
+        tokens = _spans(lines[j])
+        if len(tokens) < 2 or tokens[0][0] != 0:
+            break
+        values = tokens[1:]
+        if len(values) > 1 and _SIGNIFICANCE.fullmatch(values[-1][2]):
+            values = values[:-1]
+        if not all(_R_NUMBER.fullmatch(text.lstrip("<")) for _, _, text in values):
+            break
+        if ends is None:
+            ends = [end for _, end, _ in values]
+        elif [end for _, end, _ in values] != ends:
+            break
+        rows.append([tokens[0][2]] + [text for _, _, text in values])
+        j += 1
+    if len(rows) < 2 or ends is None or len(ends) < 2:
+        return None
+    before = max(len(row[0]) for row in rows)
+    names = []
+    for end in ends:
+        name = header[before:end].strip()
+        if not name or before > end or (end < len(header) and header[end] != " "):
+            return None
+        names.append(name)
+        before = end
+    return (names, rows, j) if not header[before:].strip() else None
 
 
 _R_NUMBER = re.compile(r"-?(?:\d[\d.]*(?:e[-+]?\d+)?%?|NA|NaN|-?Inf)")
