@@ -600,12 +600,18 @@ def test_an_r_notebook_s_values_are_read_without_the_index_r_prints(tmp_path: Pa
 
 
 def test_a_kernel_that_displays_assignments_names_the_value_by_the_variable(tmp_path: Path) -> None:
+    frame = ("2×2 DataFrame\n Row │ vessel  ballast_t\n     │ String  Float64\n─────┼───────────────────\n"
+             "   1 │ PSV        3803.0\n   2 │ AHTS       2100.0")
     julia = _kernel_facts(tmp_path, "julia", [code("tension_kn = 812.5", 1, [result("812.5", 1)]),
                                               code("T = size(x, 1)   # number of observations", 2, [result("388", 2)]),
-                                              code('n = length("C#")', 3, [result("2", 3)])])
+                                              code('n = length("C#")', 3, [result("2", 3)]),
+                                              code("fleet", 4, [result(frame, 4)])])
     assert [(f.label, f.shown) for f in julia if f.origin == "result"] == [
         ("tension_kn", "tension_kn = 812.5"), ("T (number of observations)", "T (number of observations) = 388"),
         ("n", "n = 2")]  # a `#` inside a string is no comment
+    # a DataFrames.jl table: its types line and rule are no names or rows
+    assert {(f.label, f.value) for f in julia if f.cell == 3} == {("PSV · ballast_t", "3803.0"),
+                                                                  ("AHTS · ballast_t", "2100.0")}
     # Python's printouts are read as before: `[1]` there is a list, and an assignment displays nothing (a result
     # under one is another kernel's or a stale output), so neither rule applies
     python = facts_of(tmp_path, [code("print([1], 3803)", 1, [stream("[1] 3803\n")]),

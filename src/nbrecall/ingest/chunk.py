@@ -74,7 +74,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     a constant, a kernel that displays assignments (Julia) names the value by the variable assigned; R's named
 #     vectors (`summary()`, `coef()`: names over values) are read name by name, and R's line of column types
 #     (`<dbl>`, IRkernel's HTML and a tibble's print) and a tibble's notes are no names, and a data frame printed with
-#     one space between its columns, or a regression's coefficients (`summary(lm(...))`), is read as a table
+#     one space between its columns, or a regression's coefficients (`summary(lm(...))`), is read as a table; a Julia
+#     DataFrame (printed or HTML) is read without its line of column types (`Float64`) and rule
 CHUNKER_VERSION = 29
 
 _SCALAR_MAX_CHARS = 160

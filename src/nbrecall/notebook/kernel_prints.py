@@ -26,10 +26,17 @@ _ASSIGNED = re.compile(r"^([A-Za-z_][\w.!]*)\s*(?:=|<-)\s*(?![=\s]*$)(?!=)")
 _TIBBLE_NOTE = re.compile(r"^# (?:A tibble|A data frame|Groups|Rowwise|ℹ|…)")
 
 
+# Julia's DataFrames: `2×3 DataFrame` above the table, `Row │` before the names, a rule of box-drawing characters.
+_JULIA_FRAME = re.compile(r"^\s*\d+×\d+ (?:Sub)?DataFrame")
+_BOX_RULE = set("─┼┬┴├┤│═╪ ")
+
+
 def as_printed_in(language: str, text: str) -> str:
     """`text` as the reader expects a printout, for an R kernel: R's index taken off a one-element vector, a
     tibble's notes and line of column types (`<chr> <dbl>`) left out, tables written with two spaces between their
     columns (`_frame_lines`) and named vectors as `name: value` lines (`_named_vector_lines`)."""
+    if language.lower().startswith("julia") and "│" in text:
+        return "\n".join(_julia_frame_lines(text.splitlines()))
     if language.lower() not in ("r", "ir"):
         return text
     lines = []
@@ -175,3 +182,19 @@ def displayed(language: str, expr: tuple[str, list[str]]) -> tuple[str, list[str
     code, _, comment = expr[0].partition("#")
     comment = comment.strip() if code.count('"') % 2 == 0 and code.count("'") % 2 == 0 else ""  # not in a string
     return (f"{m.group(1)} ({comment})" if comment else m.group(1)), expr[1] or [m.group(1)]
+
+
+def _julia_frame_lines(lines: list[str]) -> list[str]:
+    """A Julia DataFrame as the reader reads pandas' print: the `2×3 DataFrame` line, the line of column types and
+    the rule left out, the `│` after the row numbers made a space (the `Row` over them too), alignment kept."""
+    out = []
+    for line in lines:
+        if _JULIA_FRAME.match(line) or (line.strip() and set(line.strip()) <= _BOX_RULE):
+            continue
+        left, bar, right = line.partition("│")
+        if bar:
+            if column_types(right.split()):
+                continue
+            line = (" " * len(left) if left.strip() == "Row" else left) + " " + right
+        out.append(line)
+    return out

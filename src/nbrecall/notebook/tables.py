@@ -34,8 +34,11 @@ _COLUMN_TYPE = re.compile(
     r"(?:[iu](?:8|16|32|64|128)|f(?:16|32|64)|str|bool|date|time|null|object|binary|cat|enum|decimal|"
     r"(?:datetime|duration|list|array|struct|decimal|enum)\[[^\]]*\])"
 )
-# … and as R writes it (`<chr>`, `<dbl>`, `<fct>`, `<S3: POSIXct>`): in angle brackets, which no name has.
+# … and as R writes it (`<chr>`, `<dbl>`, `<fct>`, `<S3: POSIXct>`): in angle brackets, which no name has; as Julia's
+# DataFrames writes it (`Int64`, `Float64?`, `String15`, `Union{Missing, Int64}`).
 _R_COLUMN_TYPE = re.compile(r"<[A-Za-z][\w:. ]{0,30}>")
+_JULIA_COLUMN_TYPE = re.compile(r"(?:U?Int(?:8|16|32|64|128)|Float(?:16|32|64)|String\d*|Bool|Char|Symbol|Date|"
+                                r"DateTime|Time|Missing|Any|Categorical\w*|Union\{[^}]*\})\??")
 _FOOTER_RE = re.compile(r"([\d,]+)\s+rows?\s*[×xX]\s*([\d,]+)\s+columns?")
 _WHITESPACE_RE = re.compile(r"[\r\n]+|\s{2,}")
 _ANY_TEXT_RE = re.compile(r"[^\n]")
@@ -298,10 +301,14 @@ def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]], bool]:
 
 def column_types(row: list[str]) -> bool:
     """A header row that gives each column's type (polars' line under the names, in its HTML and its printed frame;
-    R's data frames and tibbles, `<dbl>`, in IRkernel's HTML and in print), not a level of names: every cell a type,
+    R's data frames and tibbles, `<dbl>`, in IRkernel's HTML and in print; Julia's DataFrames, `Float64`), not a level
+    of names: every cell a type,
     and one at least that no name looks like (`f64`, `str`, `list[i64]`; a line of `date`, `time` is names)."""
     cells = [text for text in row if text]
     if cells and all(_R_COLUMN_TYPE.fullmatch(text) for text in cells):
+        return True
+    if cells and all(_JULIA_COLUMN_TYPE.fullmatch(text) for text in cells) and any(
+            re.search(r"\d|\?|\{", text) for text in cells):
         return True
     return bool(cells) and all(_COLUMN_TYPE.fullmatch(text) for text in cells) and any(
         text == "str" or re.search(r"\d|\[", text) for text in cells)
