@@ -3,6 +3,7 @@ with it from run to run, and each member that cannot be read named with its reas
 
 from __future__ import annotations
 
+import contextlib
 import json
 import zipfile
 from pathlib import Path
@@ -202,3 +203,43 @@ def test_a_plain_copy_that_appears_after_the_zip_was_indexed_takes_over_the_cita
     assert search(index2, store, hash_embedder, "total ballast").hits(1)[0].notebook == "projects/ballast.ipynb"
     archive2 = Archive(settings_for(index2))
     assert [(c.rel) for c in archive2.manifest.contents("indexed")] == ["projects/ballast.ipynb"]
+
+
+def test_a_damaged_archive_raises_only_errors_the_run_reports(tmp_path: Path) -> None:
+    # archives cut short, with bytes changed, or with their end glued to garbage: zipfile raises NotImplementedError,
+    # zlib.error and more besides BadZipFile, and any of them escaping would stop a whole indexing run
+    import random
+
+    from nbrecall.notebook.archives import read_member
+
+    write_zip(tmp_path / "good.zip", {f"a/n{i}.ipynb": b'{"cells": []}' * 100 for i in range(5)})
+    data = (tmp_path / "good.zip").read_bytes()
+    path = tmp_path / "x.zip"
+    # a member's compressed bytes overwritten, its headers intact: the deflate stream itself is broken
+    with zipfile.ZipFile(tmp_path / "good.zip") as handle:
+        info = handle.getinfo("a/n0.ipynb")
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    broken = bytearray(data)
+    broken[start:start + info.compress_size] = b"\xff" * info.compress_size
+    path.write_bytes(bytes(broken))
+    with pytest.raises(OSError, match="cannot read it from x.zip"):
+        read_member(path, "a/n0.ipynb", 10**6)
+    for seed in range(1, 5):
+        rng = random.Random(seed)
+        for trial in range(300):
+            damaged = bytearray(data)
+            if trial % 3 == 0:
+                damaged = damaged[: rng.randrange(len(damaged))]
+            elif trial % 3 == 1:
+                for _ in range(5):
+                    damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+            else:
+                damaged = bytearray(rng.randbytes(rng.randrange(1, 200))) + damaged[-22:]
+            path.write_bytes(bytes(damaged))
+            try:
+                members = list_members(path)
+            except OSError:
+                continue
+            for member in members:
+                with contextlib.suppress(OSError):  # the errors the run reports; anything else fails the test
+                    read_member(path, member.name, 10**6)

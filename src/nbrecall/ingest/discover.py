@@ -136,8 +136,6 @@ def _inside(real: str, roots: list[str]) -> bool:
     return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-
-
 class _Archives:
     """The zip archives met in one walk, each listed once more here (its members' sizes and flags), and the
     archive's own stat: a member is taken as unchanged while its archive's size and modification time are."""

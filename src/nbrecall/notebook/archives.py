@@ -13,10 +13,14 @@ from __future__ import annotations
 import os
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 ZIP_SUFFIX = ".zip"
+# What `zipfile` raises for a damaged or unusual archive besides `BadZipFile` (found by cutting and corrupting
+# archives: multi-disk and unknown compression methods, a bad deflate stream, a header cut short)
+_DAMAGED = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError, zlib.error)
 
 
 class MemberUnreadable(OSError):
@@ -25,11 +29,10 @@ class MemberUnreadable(OSError):
 
 @dataclass(frozen=True)
 class ZipMember:
-    """A notebook inside a zip archive: its name in the archive, its uncompressed size and its CRC-32."""
+    """A notebook inside a zip archive: its name in the archive, its uncompressed size, whether it is encrypted."""
 
     name: str
     size: int
-    crc: int
     encrypted: bool
 
 
@@ -51,8 +54,8 @@ def list_members(archive: Path, *, skip_hidden: bool = True, exclude: frozenset[
     try:
         with zipfile.ZipFile(archive) as handle:
             infos = handle.infolist()
-    except zipfile.BadZipFile as exc:
-        raise OSError(f"not a readable zip archive ({exc})") from exc
+    except _DAMAGED as exc:
+        raise OSError(f"not a readable zip archive ({type(exc).__name__}: {exc})") from exc
     members = []
     for info in infos:
         if info.is_dir() or not info.filename.endswith(".ipynb"):
@@ -64,7 +67,7 @@ def list_members(archive: Path, *, skip_hidden: bool = True, exclude: frozenset[
         if "__MACOSX" in folders or any(part in exclude for part in folders) or (skip_hidden and (
                 name.startswith(".") or any(p.startswith(".") and p not in enter for p in folders))):
             continue
-        members.append(ZipMember(info.filename, info.file_size, info.CRC, bool(info.flag_bits & 0x1)))
+        members.append(ZipMember(info.filename, info.file_size, bool(info.flag_bits & 0x1)))
     return sorted(members, key=lambda m: m.name)
 
 
@@ -96,8 +99,8 @@ def read_member(archive: Path, name: str, max_bytes: int | None = None) -> bytes
                 data = member.read() if max_bytes is None else member.read(max_bytes + 1)
     except KeyError as exc:
         raise FileNotFoundError(f"no member {name} in {archive.name}") from exc
-    except (zipfile.BadZipFile, NotImplementedError, EOFError, zipfile.LargeZipFile) as exc:
-        raise MemberUnreadable(f"cannot read it from {archive.name} ({exc})") from exc
+    except (*_DAMAGED, RuntimeError) as exc:  # RuntimeError: a member encrypted without the flag said so
+        raise MemberUnreadable(f"cannot read it from {archive.name} ({type(exc).__name__}: {exc})") from exc
     if max_bytes is not None and len(data) > max_bytes:
         raise MemberUnreadable(f"larger than {max_bytes // 2**20} MB once decompressed")
     return data
