@@ -145,13 +145,7 @@ def walk_notebooks(
     excluded = set(exclude or [])
     if root.is_file():
         if archives and is_zip_name(root.name):  # a zip archive named as the root: its notebooks
-            try:
-                members = list_members(root, skip_hidden=skip_hidden, exclude=frozenset(excluded), enter=enter)
-            except OSError as exc:
-                if unlisted is not None:
-                    unlisted(OSError(exc.errno, exc.strerror or str(exc), str(root)))
-                return
-            yield from (root.joinpath(*m.name.split("/")) for m in members)
+            yield from _archive_notebooks(root, skip_hidden, frozenset(excluded), enter, unlisted)
             return
         yield root
         return
@@ -172,13 +166,17 @@ def walk_notebooks(
             if name.endswith(".ipynb"):
                 yield Path(folder) / name
             elif archives and is_zip_name(name):
-                archive = Path(folder) / name
-                try:
-                    members = list_members(archive, skip_hidden=skip_hidden, exclude=frozenset(excluded),
-                                           enter=enter)
-                except OSError as exc:
-                    if unlisted is not None:
-                        unlisted(OSError(exc.errno, exc.strerror or str(exc), str(archive)))
-                    continue
-                for member in members:
-                    yield archive.joinpath(*member.name.split("/"))
+                yield from _archive_notebooks(Path(folder) / name, skip_hidden, frozenset(excluded), enter, unlisted)
+
+
+def _archive_notebooks(archive: Path, skip_hidden: bool, exclude: frozenset[str], enter: frozenset[str],
+                       unlisted: Callable[[OSError], None] | None) -> Iterator[Path]:
+    """The notebooks inside zip `archive` as paths through it; one that cannot be listed goes to `unlisted`."""
+    try:
+        members = list_members(archive, skip_hidden=skip_hidden, exclude=exclude, enter=enter)
+    except OSError as exc:
+        if unlisted is not None:
+            unlisted(OSError(exc.errno, exc.strerror or str(exc), str(archive)))
+        return
+    for member in members:
+        yield archive.joinpath(*member.name.split("/"))
