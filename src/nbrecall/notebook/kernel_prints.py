@@ -24,17 +24,16 @@ _R_ONE_ELEMENT = re.compile(r'^\s*\[1\]\s+(?:"(.*)"|(\S+))\s*$')
 _ASSIGNED = re.compile(r"^([A-Za-z_][\w.!]*)\s*(?:=|<-)\s*(?![=\s]*$)(?!=)")
 # A tibble's lines about the table rather than in it: `# A tibble: 2 × 3`, `# Groups: site [2]`, `# ℹ 8 more rows`.
 _TIBBLE_NOTE = re.compile(r"^# (?:A tibble|A data frame|Groups|Rowwise|ℹ|…)")
-
-
 # Julia's DataFrames: `2×3 DataFrame` above the table, `Row │` before the names, a rule of box-drawing characters.
 _JULIA_FRAME = re.compile(r"^\s*\d+×\d+ (?:Sub)?DataFrame")
 _BOX_RULE = set("─┼┬┴├┤│═╪ ")
 
 
 def as_printed_in(language: str, text: str) -> str:
-    """`text` as the reader expects a printout, for an R kernel: R's index taken off a one-element vector, a
+    """`text` as the reader expects a printout. For an R kernel: R's index taken off a one-element vector, a
     tibble's notes and line of column types (`<chr> <dbl>`) left out, tables written with two spaces between their
-    columns (`_frame_lines`) and named vectors as `name: value` lines (`_named_vector_lines`)."""
+    columns (`_frame_lines`) and named vectors as `name: value` lines (`_named_vector_lines`). For Julia: a
+    DataFrame's frame taken off (`_julia_frame_lines`). Any other kernel's text is returned as it is."""
     if language.lower().startswith("julia") and "│" in text:
         return "\n".join(_julia_frame_lines(text.splitlines()))
     if language.lower() not in ("r", "ir"):
