@@ -669,3 +669,13 @@ def test_r_tables_and_named_vectors_are_read_by_their_names(tmp_path: Path) -> N
     # a Python printout of the same shape stays as it was read before
     python = facts_of(tmp_path, [code("print(s)", 1, [stream(summary + "\n")])])
     assert not any(f.label == "Mean" for f in python)
+
+
+def test_a_matlab_scalar_shown_under_its_name_is_named_by_it(tmp_path: Path) -> None:
+    shown = "\nballast =\n\n   3.8030e+03\n\n\nA =\n\n     1     2\n     3     4\n\nrho =\n\n    1.0250\n\n"
+    facts = _kernel_facts(tmp_path, "matlab", [code("ballast = sum(v)\nA = [1 2; 3 4]\nrho = 1.025", 1,
+                                                    [stream(shown)])])
+    named = {(f.label, f.value) for f in facts}
+    assert {("ballast", "3.8030e+03"), ("rho", "1.0250")} <= named
+    assert not any(f.label == "A" for f in facts)  # a matrix stays as printed
+

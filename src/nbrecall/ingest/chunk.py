@@ -75,7 +75,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     vectors (`summary()`, `coef()`: names over values) are read name by name, and R's line of column types
 #     (`<dbl>`, IRkernel's HTML and a tibble's print) and a tibble's notes are no names, and a data frame printed with
 #     one space between its columns, or a regression's coefficients (`summary(lm(...))`), is read as a table; a Julia
-#     DataFrame (printed or HTML) is read without its line of column types (`Float64`) and rule
+#     DataFrame (printed or HTML) is read without its line of column types (`Float64`) and rule; a MATLAB scalar shown
+#     under its name is named by it
 CHUNKER_VERSION = 29
 
 _SCALAR_MAX_CHARS = 160

@@ -33,10 +33,14 @@ def as_printed_in(language: str, text: str, shown_of: str = "") -> str:
     """`text` as the reader expects a printout. For an R kernel: R's index taken off a one-element vector, a
     tibble's notes and line of column types (`<chr> <dbl>`) left out, tables written with two spaces between their
     columns (`_frame_lines`) and named vectors as `name: value` lines (`_named_vector_lines`). For Julia: a
-    DataFrame's frame taken off (`_julia_frame_lines`). Any other kernel's text is returned as it is. `shown_of`:
-    the expression a result shows, which names the entries of a vector whose names are numbers (`quantile(x) 25%`)."""
+    DataFrame's frame taken off (`_julia_frame_lines`). For MATLAB and Octave: a scalar shown under its name on a
+    line of its own brought up beside it (`_matlab_scalar_lines`). Any other kernel's text is returned as it is.
+    `shown_of`: the expression a result shows, which names the entries of a vector whose names are numbers
+    (`quantile(x) 25%`)."""
     if language.lower().startswith("julia") and "│" in text:
         return "\n".join(_julia_frame_lines(text.splitlines()))
+    if language.lower() in ("matlab", "octave"):
+        return "\n".join(_matlab_scalar_lines(text.splitlines()))
     if language.lower() not in ("r", "ir"):
         return text
     lines = []
@@ -201,4 +205,29 @@ def _julia_frame_lines(lines: list[str]) -> list[str]:
                 continue
             line = (" " * len(left) if left.strip() == "Row" else left) + " " + right
         out.append(line)
+    return out
+
+
+_MATLAB_NAME = re.compile(r"^\s*([A-Za-z]\w*) =\s*$")
+
+
+def _matlab_scalar_lines(lines: list[str]) -> list[str]:
+    """MATLAB shows `x = 5.2` as `x =`, a blank line and the value indented on a line of its own: written here as
+    `x = 5.2000`, which the reader names. A matrix (more than one number on the line, or more lines) stays as
+    printed."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _MATLAB_NAME.match(lines[i])
+        j = i + 1
+        while m and j < len(lines) and not lines[j].strip():
+            j += 1
+        following = lines[j + 1].strip() if j + 1 < len(lines) else ""
+        value = lines[j].split() if m and j < len(lines) else []
+        if m and len(value) == 1 and to_number(value[0]) is not None and not following:
+            out.append(f"{m.group(1)} = {value[0]}")
+            i = j + 1
+            continue
+        out.append(lines[i])
+        i += 1
     return out
