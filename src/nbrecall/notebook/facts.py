@@ -186,7 +186,7 @@ def cell_facts(
             if isinstance(latex, str) and _MATH.match(latex) and _drawn(plain):
                 _formula_fact(acc, latex, expr, origin)
                 continue
-            text_facts(acc, as_printed_in(language, _result_text(output, shown), expr[0]), origin, prints, expr)
+            text_facts(acc, as_printed_in(language, _result_text(output, shown)), origin, prints, expr)
     _input_facts(acc)
     facts = acc.found
     _mark_final(facts)

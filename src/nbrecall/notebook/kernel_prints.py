@@ -29,14 +29,12 @@ _JULIA_FRAME = re.compile(r"^\s*\d+×\d+ (?:Sub)?DataFrame")
 _BOX_RULE = set("─┼┬┴├┤│═╪ ")
 
 
-def as_printed_in(language: str, text: str, shown_of: str = "") -> str:
+def as_printed_in(language: str, text: str) -> str:
     """`text` as the reader expects a printout. For an R kernel: R's index taken off a one-element vector, a
     tibble's notes and line of column types (`<chr> <dbl>`) left out, tables written with two spaces between their
     columns (`_frame_lines`) and named vectors as `name: value` lines (`_named_vector_lines`). For Julia: a
     DataFrame's frame taken off (`_julia_frame_lines`). For MATLAB and Octave: a scalar shown under its name on a
-    line of its own brought up beside it (`_matlab_scalar_lines`). Any other kernel's text is returned as it is.
-    `shown_of`: the expression a result shows, which names the entries of a vector whose names are numbers
-    (`quantile(x) 25%`)."""
+    line of its own brought up beside it (`_matlab_scalar_lines`). Any other kernel's text is returned as it is."""
     if language.lower().startswith("julia") and "│" in text:
         return "\n".join(_julia_frame_lines(text.splitlines()))
     if language.lower() in ("matlab", "octave"):
@@ -49,7 +47,7 @@ def as_printed_in(language: str, text: str, shown_of: str = "") -> str:
             continue
         m = _R_ONE_ELEMENT.match(line)
         lines.append((m.group(1) if m.group(1) is not None else m.group(2)) if m else line)
-    return "\n".join(_named_vector_lines(_frame_lines(lines), shown_of))
+    return "\n".join(_named_vector_lines(_frame_lines(lines)))
 
 
 def _frame_lines(lines: list[str]) -> list[str]:
@@ -142,19 +140,19 @@ def _by_value_ends(lines: list[str], i: int) -> tuple[list[str], list[list[str]]
 _R_NUMBER = re.compile(r"-?(?:\d[\d.]*(?:e[-+]?\d+)?%?|NA|NaN|-?Inf)")
 
 
-def _named_vector_lines(lines: list[str], shown_of: str = "") -> list[str]:
+def _named_vector_lines(lines: list[str]) -> list[str]:
     """R prints a named vector (`summary()`, `quantile()`, `coef()`) as a line of names over a line of values, each
     value right-aligned under its name, wrapped into more such pairs when wide: written here as `name: value`
     lines, which the reader names by their label. A pair counts only when every value ends where a name ends (R
     prints an unnamed vector with its `[1]` index and a matrix with `[1,]`, so two such lines are names and values).
-    Names that are numbers (`quantile()`'s `25%`, `table()`'s levels) need a word to be a label: the expression
-    shown (`shown_of`) goes before each; without one the pair is left as printed."""
+    Names must hold a letter: two lines of numbers are as often two rows of a one-column data frame (`1 10` over
+    `2 20`) as a vector named by numbers (`quantile()`'s `25%`), and those are left as printed."""
     out: list[str] = []
     i = 0
     while i < len(lines):
         pairs = _name_value_pairs(lines[i], lines[i + 1]) if i + 1 < len(lines) else None
         if pairs is not None and not all(LETTER.search(name) for name, _ in pairs):
-            pairs = [(f"{shown_of} {name}", value) for name, value in pairs] if shown_of else None
+            pairs = None
         if pairs is None:
             out.append(lines[i])
             i += 1
