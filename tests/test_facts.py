@@ -679,3 +679,9 @@ def test_a_matlab_scalar_shown_under_its_name_is_named_by_it(tmp_path: Path) -> 
     assert {("ballast", "3.8030e+03"), ("rho", "1.0250")} <= named
     assert not any(f.label == "A" for f in facts)  # a matrix stays as printed
 
+
+
+def test_an_r_result_above_a_closing_assignment_is_not_named_by_it(tmp_path: Path) -> None:
+    # IRkernel shows every visible top-level value; an assignment is invisible, so the result is the line above's
+    facts = _kernel_facts(tmp_path, "R", [code("mean_draft\nlimit = 12", 1, [result("[1] 7.45", 1)])])
+    assert not any(f.label == "limit" and f.value == "7.45" for f in facts)

@@ -13,14 +13,13 @@ from __future__ import annotations
 import re
 
 from nbrecall.notebook.fact_types import LETTER
-from nbrecall.notebook.model import is_python_language
 from nbrecall.notebook.printed import to_number
 from nbrecall.notebook.tables import column_types
 
 # R shows a vector of one element with its index, `[1] 3803` or `[1] "Total: 3803"`: the value is what follows (a
 # longer vector, `[1] 1 2 3`, stays as printed).
 _R_ONE_ELEMENT = re.compile(r'^\s*\[1\]\s+(?:"(.*)"|(\S+))\s*$')
-# Julia (and R with parentheses) display the value of an assignment: `x = 812.5` shows 812.5, which is `x`.
+# Julia displays the value of a closing assignment: `x = 812.5` shows 812.5, which is `x`.
 _ASSIGNED = re.compile(r"^([A-Za-z_][\w.!]*)\s*(?:=|<-)\s*(?![=\s]*$)(?!=)")
 # A tibble's lines about the table rather than in it: `# A tibble: 2 × 3`, `# Groups: site [2]`, `# ℹ 8 more rows`.
 _TIBBLE_NOTE = re.compile(r"^# (?:A tibble|A data frame|Groups|Rowwise|ℹ|…)")
@@ -179,10 +178,11 @@ def _name_value_pairs(names: str, values: str) -> list[tuple[str, str]] | None:
 
 
 def displayed(language: str, expr: tuple[str, list[str]]) -> tuple[str, list[str]]:
-    """The name a result shows the value of: for a kernel that displays assignments (not Python, where an
-    assignment displays nothing), the variable assigned by the closing line, with the line's comment as a
-    constant's label has it (`T (number of observations)`)."""
-    m = None if is_python_language(language) else _ASSIGNED.match(expr[0])
+    """The name a result shows the value of: for Julia, which displays the value of a closing assignment, the
+    variable assigned, with the line's comment as a constant's label has it (`T (number of observations)`). Not for
+    Python, where an assignment displays nothing, nor R, where it is invisible and a result under it is an earlier
+    line's."""
+    m = _ASSIGNED.match(expr[0]) if language.lower().startswith("julia") else None
     if m is None:
         return expr
     code, _, comment = expr[0].partition("#")
