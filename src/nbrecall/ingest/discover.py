@@ -17,7 +17,15 @@ from pathlib import Path
 from stat import S_ISLNK, S_ISREG
 
 from nbrecall.config import DiscoverSettings
-from nbrecall.notebook.archives import MemberUnreadable, ZipMember, in_archive, list_members, read_member
+from nbrecall.notebook.archives import (
+    MemberUnreadable,
+    ZipMember,
+    in_archive,
+    is_zip_name,
+    list_members,
+    read_member,
+    split_member,
+)
 from nbrecall.notebook.checkpoints import CHECKPOINTS  # Jupyter's autosave folder: its copies are versions
 from nbrecall.notebook.files import NotARegularFile, content_sha256, printable_path, walk_notebooks
 from nbrecall.records import FileRecord
@@ -141,54 +149,31 @@ class _Archives:
     archive's own stat: a member is taken as unchanged while its archive's size and modification time are."""
 
     def __init__(self) -> None:
-        self._listed: dict[Path, tuple[os.stat_result, dict[str, ZipMember]]] = {}
+        self._listed: dict[Path, tuple[os.stat_result | None, dict[str, ZipMember]]] = {}
 
-    def member(self, base: Path, rel: str) -> tuple[Path, str, os.stat_result, ZipMember] | None:
-        """`(archive, name, archive's stat, member)` when `rel` under `base` is a member of a listed archive."""
-        parts = rel.split("/")
-        for i in range(len(parts) - 1, -1, -1):  # i = 0: the root is the archive
-            archive = base.joinpath(*parts[:i])
-            if archive not in self._listed:
-                continue
-            found = self._listed[archive][1].get("/".join(parts[i:]))
-            return (archive, "/".join(parts[i:]), self._listed[archive][0], found) if found else None
-        return None
-
-    def note(self, archive: Path) -> None:
-        """List `archive` (a zip the walk yielded members of) for `member`; an archive that changed or went since
-        the walk lists nothing, and its members are then read as they are."""
-        if archive in self._listed:
-            return
-        try:
-            stat = os.stat(archive)
-            self._listed[archive] = (stat, {m.name: m for m in list_members(archive, skip_hidden=False)})
-        except OSError:
-            self._listed[archive] = (os.stat_result((0,) * 10), {})
+    def member(self, archive: Path, name: str) -> tuple[os.stat_result, ZipMember] | None:
+        """The archive's stat and member `name` of it; None when the archive changed or went since the walk."""
+        if archive not in self._listed:
+            try:
+                self._listed[archive] = (os.stat(archive),
+                                         {m.name: m for m in list_members(archive, skip_hidden=False)})
+            except OSError:
+                self._listed[archive] = (None, {})
+        stat, members = self._listed[archive]
+        found = members.get(name)
+        return (stat, found) if stat is not None and found is not None else None
 
 
-def _zip_of(base: Path, rel: str) -> Path | None:
-    """The zip archive the notebook `rel` under `base` lies in: `base` itself or a folder of `rel` whose name ends
-    in `.zip` and that is a regular file (names are looked at first: an ordinary notebook costs no system call)."""
-    if not in_archive(rel) and not base.name.lower().endswith(".zip"):
-        return None
-    parts = rel.split("/")[:-1]
-    candidates = [base] + [base.joinpath(*parts[: i + 1]) for i in range(len(parts))]
-    for candidate in reversed(candidates):
-        if candidate.name.lower().endswith(".zip") and candidate.is_file():
-            return candidate
-    return None
-
-
-def _member_record(result: Discovery, archives: _Archives, base: Path, key: tuple[str, str],
+def _member_record(result: Discovery, archives: _Archives, archive: Path, name: str, key: tuple[str, str],
                    old: FileRecord | None, settings: DiscoverSettings) -> None:
-    """Discover one notebook inside a zip archive: unchanged while the archive's size and modification time are
-    (its size is the member's, its time the archive's), else read from the archive and hashed."""
+    """Discover member `name` of zip `archive`: unchanged while the archive's size and modification time are (its
+    size is the member's, its time the archive's), else read from the archive and hashed."""
     root_key, rel = key
-    found = archives.member(base, rel)
+    found = archives.member(archive, name)
     if found is None:
         _unreadable(result, old, (root_key, rel, "cannot read it from its zip archive (the archive changed)"))
         return
-    archive, name, stat, member = found
+    stat, member = found
     if member.encrypted:
         result.unreadable.append((root_key, rel, f"encrypted inside {archive.name}: nbrecall cannot read it"))
         return
@@ -228,7 +213,7 @@ def discover(
         root_key = str(root.resolve())
         base = root.resolve()
         errors: list[OSError] = []
-        single = base.is_file() and not base.name.lower().endswith(".zip")
+        single = base.is_file() and not is_zip_name(base.name)
         for path in walk_notebooks(
             base,
             skip_hidden=settings.skip_hidden,
@@ -244,9 +229,11 @@ def discover(
             if key in seen:
                 continue
             seen.add(key)
-            if settings.zip_archives and (zipped := _zip_of(base, rel)):
-                archives.note(zipped)
-                _member_record(result, archives, base, (root_key, shown), known.get(key), settings)
+            # a notebook inside a zip archive (names are looked at first: an ordinary notebook costs no system call)
+            zipped = split_member(path) if settings.zip_archives and (in_archive(rel) or is_zip_name(base.name)) \
+                else None
+            if zipped is not None:
+                _member_record(result, archives, *zipped, (root_key, shown), known.get(key), settings)
                 continue
             # The manifest, the store and every page need text that encodes as UTF-8: a name that is not UTF-8 (a
             # share with a legacy encoding) is recorded with its bytes escaped, and read back through

@@ -32,6 +32,7 @@ from typing import Any
 from nbrecall.config import Settings
 from nbrecall.executor import Executor, InlineExecutor
 from nbrecall.index.embed import Embedder
+from nbrecall.notebook.archives import is_zip_name
 from nbrecall.protocols import Store
 
 log = logging.getLogger("nbrecall.live")
@@ -297,5 +298,5 @@ class NotebookChanges:
         if change == Change.deleted:
             return True
         name = parts[-1] if parts else ""
-        return (name.endswith(".ipynb") or (self.zips and name.lower().endswith(".zip"))
+        return (name.endswith(".ipynb") or (self.zips and is_zip_name(name))
                 or (bool(self.sidecar) and name.endswith(self.sidecar)) or os.path.isdir(path))

@@ -84,7 +84,7 @@ def read_regular(path: str | Path) -> bytes:
         return handle.read()
 
 
-def read_notebook_file(path: str | Path, max_bytes: int | None = None) -> bytes:
+def read_notebook_file(path: str | Path) -> bytes:
     """The bytes of a notebook: a regular file, or a member of a zip archive named as `archive.zip/inner/x.ipynb`
     (`notebook.archives`). A file of that name on disk wins."""
     try:
@@ -93,7 +93,7 @@ def read_notebook_file(path: str | Path, max_bytes: int | None = None) -> bytes:
         member = split_member(path)
         if member is None:
             raise
-        return read_member(*member, max_bytes=max_bytes)
+        return read_member(*member)
 
 
 def notebook_exists(path: str | Path) -> bool:
@@ -117,9 +117,10 @@ def content_sha256(path: str | Path) -> str:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     except (NotADirectoryError, FileNotFoundError):
-        if split_member(path) is None:
+        member = split_member(path)
+        if member is None:
             raise
-        digest.update(read_notebook_file(path))
+        digest.update(read_member(*member))
     return digest.hexdigest()
 
 

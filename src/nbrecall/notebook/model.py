@@ -92,14 +92,9 @@ class Notebook:
 
     @property
     def is_python(self) -> bool:
-        """Whether the kernel runs Python (no language recorded: Python, Jupyter's default)."""
-        return is_python_language(self.language)
-
-
-def is_python_language(language: str) -> bool:
-    """Whether a kernel's language is Python (IPython included; empty: Jupyter's default, Python)."""
-    language = (language or "python").lower()
-    return language.startswith("python") or language in {"ipython", "ipython3"}
+        """Whether the kernel runs Python (IPython included; no language recorded: Jupyter's default, Python)."""
+        language = (self.language or "python").lower()
+        return language.startswith("python") or language in {"ipython", "ipython3"}
 
 
 @dataclass(frozen=True)

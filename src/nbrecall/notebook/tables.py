@@ -302,8 +302,8 @@ def _read_grid(table: Any) -> tuple[list[list[str]], list[list[str]], bool]:
 def column_types(row: list[str]) -> bool:
     """A header row that gives each column's type (polars' line under the names, in its HTML and its printed frame;
     R's data frames and tibbles, `<dbl>`, in IRkernel's HTML and in print; Julia's DataFrames, `Float64`), not a level
-    of names: every cell a type,
-    and one at least that no name looks like (`f64`, `str`, `list[i64]`; a line of `date`, `time` is names)."""
+    of names: every cell a type, and one at least that no name looks like (`f64`, `str`, `list[i64]`; a line of
+    `date`, `time` is names)."""
     cells = [text for text in row if text]
     if cells and all(_R_COLUMN_TYPE.fullmatch(text) for text in cells):
         return True
