@@ -225,23 +225,24 @@ def _fill_with_values(block: str, listed: list[ContextValue], values: list[Conte
     return more, more_listed
 
 
-def _not_twice(block: str, listed: list[ContextValue], values: list[ContextValue], budget: int,
-               cells: Context) -> tuple[str, list[ContextValue]]:
+def _not_twice(block: str, values: list[ContextValue], budget: int,
+               cells: Context) -> tuple[str, list[ContextValue]] | None:
     """The value list built again without the values of cells the context sends whole (the model reads them
-    there), except the best value's cell, whose line is the list's pointer to the likely answer: the tokens a
-    repeated line took go to values whose cells are not sent."""
+    there), except the best value's cell, whose line is the list's pointer to the likely answer, into all the room
+    the cells leave: the tokens a repeated line took go to values whose cells are not sent. None when no value's
+    cell is sent (`_fill_with_values` then grows the list as it is)."""
     if not values or not cells.cells:
-        return block, listed
+        return None
     sent = {(c.notebook, c.cell) for c in cells.cells}
     first = (values[0].notebook, values[0].cell)
     rest = [v for v in values if (v.notebook, v.cell) == first or (v.notebook, v.cell) not in sent]
     if len(rest) == len(values):
-        return block, listed
+        return None
     room = max(budget - cells.tokens - 2, count_llm_tokens(block))
     more, more_listed = _values_block(rest, room)
     whole = f"{more}\n\n{cells.text}" if more else cells.text
     if not more or count_llm_tokens(whole) > budget:
-        return block, listed
+        return None
     return more, more_listed
 
 
@@ -282,8 +283,8 @@ def build_context(
     block, listed = _values_block(_of_first_cells(values or [], share_cells), int(budget_tokens * VALUES_SHARE))
     if block:
         inner = build_context(result, budget_tokens - count_llm_tokens(block) - 2, max_notebooks, extra)
-        block, listed = _fill_with_values(block, listed, values or [], budget_tokens, inner)
-        block, listed = _not_twice(block, listed, values or [], budget_tokens, inner)
+        rebuilt = _not_twice(block, values or [], budget_tokens, inner)
+        block, listed = rebuilt or _fill_with_values(block, listed, values or [], budget_tokens, inner)
         text = f"{block}\n\n{inner.text}" if inner.text else block
         in_context = list(inner.cells)
         seen = {(c.notebook, c.cell) for c in in_context}
