@@ -132,6 +132,8 @@ def test_units_are_read_after_the_value_and_a_unit_holds_no_second_value() -> No
      ("speed: 3.2 m/s", "3.2", "m/s"),
      ("OIP of reservoir 3: 848.57 million STB", "848.57", "million STB"),
      ("reserves: 1.5 billion scf", "1.5", "billion scf"),
+     ("this CSTR must have a volume of 46.7 cubic meters.", "46.7", "cubic meters"),
+     ("floor area = 120 square feet", "120", "square feet"),
      ("population 3.2 million", "3.2", "million"),
      # a dot between unit symbols is a product; a file name's extension or an abbreviation is not part of a unit
      ("mean of water viscosity is: 0.893 mPa.s", "0.893", "mPa.s"),
@@ -572,6 +574,25 @@ def test_a_units_library_quantity_is_its_magnitude_with_its_unit(tmp_path: Path)
     assert (3, "F", "12.5", "kN", 12.5) in got
     assert (4, "v", "3.2", "m/s", 3.2) in got
     assert not any("Quantity" in f.shown or "<Unit" in f.shown for f in found)
+
+
+def test_a_pint_quantity_is_read_as_its_html_shows_it_with_every_digit(tmp_path: Path) -> None:
+    """pint's repr rounds to nine digits; Jupyter shows the HTML, which holds them all and the unit's symbol."""
+    found = facts_of(tmp_path, [
+        code("u = float(u.rhs) * m / s\nu", 1,
+             [result("<Quantity(5450.10092, 'meter / second')>", 1, html="5450.100916496868 m/s")]),
+        code("L / D", 2, [result("<Quantity(5.67128182, 'dimensionless')>", 2, html="5.671281819617711")]),
+        # not the same number, or markup: the repr is read as before
+        code("p", 3, [result("<Quantity(2.5, 'bar')>", 3, html="7.1 bar")]),
+        code("q", 4, [result("<Quantity(1.25, 'kilonewton')>", 4, html="<b>1.2500001</b> kN")]),
+        code("T", 5, [result("<Quantity(4840.0, 'degree_Rankine')>", 5, html="4839.999999999999 °R")]),
+    ])
+    got = {(f.label, f.value, f.unit) for f in found}
+    assert ("u", "5450.100916496868", "m/s") in got
+    assert ("L / D", "5.671281819617711", "") in got
+    assert ("p", "2.5", "bar") in got
+    assert ("q", "1.25", "kilonewton") in got
+    assert ("T", "4840.0", "degree_Rankine") in got  # a float's noise is no extra digit
 
 
 def _kernel_facts(tmp_path: Path, language: str, cells: list) -> list[Fact]:

@@ -77,7 +77,10 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     one space between its columns, or a regression's coefficients (`summary(lm(...))`), is read as a table; a Julia
 #     DataFrame (printed or HTML) is read without its line of column types (`Float64`) and rule; a MATLAB scalar shown
 #     under its name is named by it
-CHUNKER_VERSION = 29
+# 30: a units library's result whose HTML (what Jupyter shows) holds more digits than its rounded repr is read from
+#     the HTML (`5450.100916496868 m/s` for pint's `<Quantity(5450.10092, 'meter / second')>`); `cubic` and `square`
+#     take the unit after them (`46.7 cubic meters`)
+CHUNKER_VERSION = 30
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

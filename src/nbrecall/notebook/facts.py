@@ -28,6 +28,7 @@ from nbrecall.notebook.model import Cell, Notebook, Output
 from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, head_tail, stream_text, strip_ansi
 from nbrecall.notebook.printed import OBJECT_REPR, latex_row, latex_text, timing_reports
 from nbrecall.notebook.printing import last_expression, print_calls, timed_statements
+from nbrecall.notebook.reprs import displayed_quantity
 from nbrecall.notebook.text_facts import text_facts
 
 __all__ = ["Fact", "FactLimits", "cell_facts", "extract_facts"]
@@ -53,6 +54,10 @@ def _result_text(output: Output, rendered: RenderedOutput) -> str:
     data = output.data if isinstance(output.data, dict) else {}
     plain = data.get("text/plain")
     plain = strip_ansi(plain if isinstance(plain, str) else "".join(plain) if isinstance(plain, list) else "")
+    html = data.get("text/html")
+    html = "".join(html) if isinstance(html, list) else html
+    if isinstance(html, str) and (quantity := displayed_quantity(plain, html)):
+        return quantity
     if plain.strip() and not OBJECT_REPR.match(plain.strip()):
         return plain
     latex = data.get("text/latex")

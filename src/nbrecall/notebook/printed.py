@@ -112,8 +112,9 @@ class _Run:
     unit: str
 
 
-# A scale word is half a unit: `848.57 million STB`, `1.5 billion scf` (the unit is the two words).
-_SCALE_WORDS = frozenset(("thousand", "million", "billion", "trillion"))
+# A scale word is half a unit: `848.57 million STB`, `1.5 billion scf` (the unit is the two words); so is a power
+# written as a word: `46.7 cubic meters`, `120 square feet`.
+_SCALE_WORDS = frozenset(("thousand", "million", "billion", "trillion", "square", "cubic"))
 
 
 # A dot between unit symbols is a product (`mPa.s`, `kN.m`, `W/m2.K`, `kN.m^2`); a file name's extension

@@ -65,6 +65,26 @@ def unit_reprs(text: str) -> str:
     return text
 
 
+def displayed_quantity(plain: str, html: str) -> str | None:
+    """The quantity a result's HTML shows (`5450.100916496868 m/s`) when its `text/plain` is a units library's
+    repr of the same magnitude rounded (pint's `<Quantity(5450.10092, 'meter / second')>`). Jupyter shows the
+    HTML, so that is what a reader of the notebook sees and quotes, with every digit; the repr rounds to nine. None
+    when the HTML holds markup, is long, or shows another number."""
+    repr_match = next((m for pattern in _UNIT_REPRS if (m := pattern.fullmatch(plain.strip()))), None)
+    shown = html.strip()
+    if repr_match is None or not shown or len(shown) > 200 or "<" in shown or "\n" in shown:
+        return None
+    magnitude, number = to_number(repr_match.group("value").strip()), NUMBER.search(shown)
+    if magnitude is None or number is None or shown[: number.start()].strip():
+        return None
+    value = to_number(number.group(0))
+    if value is None or len(number.group(0)) <= len(repr_match.group("value").strip()):
+        return None
+    if float(f"{value:.12g}") == magnitude:
+        return None  # the extra digits are a float's noise (`4839.999999999999` for `4840.0`): the repr is exact
+    return shown if abs(value - magnitude) <= 1e-6 * max(abs(magnitude), 1e-300) else None
+
+
 # A NumPy scalar as NumPy 2 prints it (`np.float64(0.93)`, `np.int64(7)`): the number it holds.
 _NUMPY_SCALAR = re.compile(r"\bnp\.(?:float|int|uint|complex|longdouble|bool_?)\d*\(([^()]*)\)")
 
