@@ -595,6 +595,20 @@ def test_a_pint_quantity_is_read_as_its_html_shows_it_with_every_digit(tmp_path:
     assert ("T", "4840.0", "degree_Rankine") in got  # a float's noise is no extra digit
 
 
+def test_the_bound_keeps_named_values_before_unlabelled_rows(tmp_path: Path) -> None:
+    """A solver's log or a printed matrix fills a cell's bound with unlabelled rows; the named result between them
+    and the cell's own result are kept first."""
+    rows = "".join(f"[{i}.0 {i + 1}.0 {i + 2}.0]\n" for i in range(10))
+    found = facts_of(tmp_path, [
+        code("run()\nshape", 1, [stream(rows + "minimum margin = 15.279\nk-effective = 0.966 +/- 0.010\n" + rows),
+                                 result("(12761, 4)", 1)]),
+    ], limits=FactLimits(per_cell=4))
+    kept = [(f.label, f.value) for f in found]
+    assert ("minimum margin", "15.279") in kept and ("k-effective", "0.966 +/- 0.010") in kept
+    assert ("shape", "(12761, 4)") in kept
+    assert len(kept) == 4 and [f.position for f in found] == sorted(f.position for f in found)
+
+
 def _kernel_facts(tmp_path: Path, language: str, cells: list) -> list[Fact]:
     path = write_nb(tmp_path / f"{language}.ipynb", cells, {"kernelspec": {"name": language, "language": language,
                                                                             "display_name": language}})

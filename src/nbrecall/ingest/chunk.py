@@ -79,7 +79,8 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     under its name is named by it
 # 30: a units library's result whose HTML (what Jupyter shows) holds more digits than its rounded repr is read from
 #     the HTML (`5450.100916496868 m/s` for pint's `<Quantity(5450.10092, 'meter / second')>`); `cubic` and `square`
-#     take the unit after them (`46.7 cubic meters`)
+#     take the unit after them (`46.7 cubic meters`); a cell's bound keeps its result and its named values before
+#     unlabelled ones (a solver's log or a printed matrix filled it before the one named result between them)
 CHUNKER_VERSION = 30
 
 _SCALAR_MAX_CHARS = 160

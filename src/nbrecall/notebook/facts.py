@@ -12,8 +12,9 @@ values are named by what printed them in `text_facts.py`; here each output of a 
 results, LaTeX, tables, `%timeit` reports, the constants the source sets) and the facts are placed (cell, heading
 path, the sentence above) and bounded. The records are `fact_types.py`'s.
 
-Bounds (a notebook can print a million lines): at most `FactLimits.per_cell` facts per cell (its first and last
-halves: a log's last line is its result), `per_table` per table, and `per_notebook` in all.
+Bounds (a notebook can print a million lines): at most `FactLimits.per_cell` facts per cell (its result and named
+values first, then the first and last halves of the rest: a log's last line is its result), `per_table` per table,
+and `per_notebook` in all.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from nbrecall.notebook.fact_types import LETTER, CellFacts, Fact, FactLimits
 from nbrecall.notebook.kernel_prints import as_printed_in, displayed
 from nbrecall.notebook.model import Cell, Notebook, Output
 from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, head_tail, stream_text, strip_ansi
-from nbrecall.notebook.printed import OBJECT_REPR, latex_row, latex_text, timing_reports
+from nbrecall.notebook.printed import NUMBER, OBJECT_REPR, latex_row, latex_text, timing_reports
 from nbrecall.notebook.printing import last_expression, print_calls, timed_statements
 from nbrecall.notebook.reprs import displayed_quantity
 from nbrecall.notebook.text_facts import text_facts
@@ -139,11 +140,35 @@ def _mark_final(facts: list[Fact]) -> None:
         fact.final = last[re.sub(r"\d+", "#", fact.label.lower())] == i
 
 
-def _bounded(facts: list[Fact], most: int) -> list[Fact]:
+def _ends(facts: list[Fact], most: int) -> list[Fact]:
+    """The first and last halves of `most`: a log's last line is its result."""
     if len(facts) <= most:
         return facts
     half = most // 2
-    return facts[:half] + facts[-(most - half):]
+    return facts[:half] + facts[len(facts) - (most - half):]
+
+
+def _named(fact: Fact) -> bool:
+    """The cell's result, or a value named by words that is one number or one statistic (`0.966 +/- 0.010`): what a
+    question asks for, unlike an array's row, an unlabelled number or a list."""
+    if fact.origin == "result":
+        return True  # what the cell's last expression shows is what the cell is for
+    return (
+        LETTER.search(fact.label) is not None
+        and fact.value[:1] not in "[({"
+        and (fact.number is not None or len(NUMBER.findall(fact.value)) == 2)
+    )
+
+
+def _bounded(facts: list[Fact], most: int) -> list[Fact]:
+    """At most `most` facts, named numbers first: a solver's log or a printed matrix can fill a cell's bound with
+    unlabelled rows before the one named result between them."""
+    if len(facts) <= most:
+        return facts
+    named = [f for f in facts if _named(f)]
+    others = [f for f in facts if not _named(f)]
+    kept = {id(f) for f in _ends(named, most)} | {id(f) for f in _ends(others, max(most - len(named), 0))}
+    return [f for f in facts if id(f) in kept]
 
 
 def cell_facts(
