@@ -311,7 +311,26 @@ def test_table_cells_series_entries_and_printed_tables(tmp_path: Path) -> None:
     labels = {(f.origin, f.label): f.value for f in facts}
     assert labels[("table", "aft · volume_m3")] == "1284.6"
     assert labels[("entry", "Thursday · Berri")] == "160131"
-    assert labels[("table", "64 · m11")] == "0.87"
+    assert labels[("table", "N 64 · m11")] == "0.87"  # the index column's header names its values
+
+
+def test_a_sweep_table_names_each_row_by_its_parameter(tmp_path: Path) -> None:
+    """A sweep printed as a table (`EbNo [dB] | BER | ... | status`): each row is named by the parameter its first
+    column holds, not by a status text that is the same in every row; pandas' row numbers (no header) still give way
+    to a row's text."""
+    sweep = ("EbNo [dB] |        BER | block errors |    status\n"
+             "-------------------------------------------------\n"
+             "      0.0 | 7.8639e-02 |        10000 |reached target block errors\n"
+             "      2.0 | 3.6021e-05 |          290 |reached target block errors\n")
+    frame = pd.DataFrame({"name": ["ridge", "lasso"], "rmse": [1.234, 2.5]})
+    facts = facts_of(tmp_path, [
+        code("sim(ebno_dbs)", 1, [stream(sweep)]),
+        code("scores", 2, [result(frame.to_string(), 2, html=frame.to_html())]),
+    ])
+    labels = {f.label: f.value for f in facts if f.origin == "table"}
+    assert labels["EbNo [dB] 2.0 · BER"] == "3.6021e-05"
+    assert not any("reached target" in label for label in labels)
+    assert labels["lasso · rmse"] == "2.500"
 
 
 # What tabulate (`psql`, `fancy_grid`), prettytable, rich (Keras 3's model summary) and polars print: tables drawn

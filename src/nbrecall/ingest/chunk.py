@@ -81,7 +81,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     the HTML (`5450.100916496868 m/s` for pint's `<Quantity(5450.10092, 'meter / second')>`); `cubic` and `square`
 #     take the unit after them (`46.7 cubic meters`); a cell's bound keeps its result and its named values before
 #     unlabelled ones (a solver's log or a printed matrix filled it before the one named result between them)
-CHUNKER_VERSION = 30
+# 31: a table row whose index is a number under a header name is named by that name and number (`EbNo [dB] 2.0 ·
+#     BER`, `time 1.0 · GAGE1`: a sweep's parameter), and a text the same in every row (a status column) names none
+CHUNKER_VERSION = 31
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

@@ -160,14 +160,19 @@ def series_entries(lines: list[str]) -> tuple[list[tuple[str, str]], str] | None
 
 def grid_values(header: list[str], rows: list[list[str]], depth: int) -> list[tuple[str, str, str]]:
     """(label, value, shown) of a table's numeric cells: the row named by its index (or its text cells when
-    the index is a plain row number) and the column."""
+    the index is a plain row number) and the column. A numeric index under a header name is a parameter of the row
+    (a sweep's `EbNo [dB]`): the row is named by that name and its value, then by its text cells unless every row
+    has the same ones (a status column names no row)."""
     out = []
-    for row in rows:
-        if all(c.strip() in ("...", "…", "") for c in row[depth:]):
-            continue
+    index_name = " ".join(h.strip() for h in header[:depth] if h.strip())
+    kept = [row for row in rows if not all(c.strip() in ("...", "…", "") for c in row[depth:])]
+    row_texts = [[c for c in row[depth:] if c.strip() and to_number(c) is None and len(c) <= 40] for row in kept]
+    same_texts = len(kept) > 1 and all(texts == row_texts[0] for texts in row_texts)
+    for row, texts in zip(kept, row_texts, strict=True):
         index = [c for c in row[:depth] if c.strip()]
-        texts = [c for c in row[depth:] if c.strip() and to_number(c) is None and len(c) <= 40]
-        if not index or all(to_number(c) is not None for c in index):
+        if index and index_name and all(to_number(c) is not None for c in index):
+            named = " ".join([index_name, *index, *([] if same_texts else texts[:2])])
+        elif not index or all(to_number(c) is not None for c in index):
             named = " ".join(texts[:2]) or " ".join(index)
         else:
             named = " ".join(index)
