@@ -248,6 +248,31 @@ def test_forget_takes_a_gone_root_out_and_status_shows_the_roots(tmp_path: Path,
     assert roots == [{"root": str(new.resolve()), "files": 2, "notebooks": 1, "quarantined": 1, "present": True}]
 
 
+def test_status_says_a_root_that_does_not_answer_instead_of_waiting_for_it(
+        tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A share whose server is down blocks os.path.exists for minutes; status waits ROOT_LOOK_SECONDS (2 s) at most."""
+    import os
+    import time
+
+    from nbrecall.cli import status as status_module
+
+    share, index = tmp_path / "share", tmp_path / "idx"
+    share.mkdir()
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+          "cells": [{"id": "a", "cell_type": "markdown", "metadata": {}, "source": "# Winch brake load"}]}
+    (share / "winch.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    assert run(["index", str(share), "--index", str(index), "--no-vectors"], model_cache).exit_code == 0
+    exists = os.path.exists
+    monkeypatch.setattr(status_module.os.path, "exists",
+                        lambda p: time.sleep(30) if str(p) == str(share.resolve()) else exists(p))
+    start = time.monotonic()
+    shown = run(["status", "--index", str(index)], model_cache)
+    as_json = json.loads(run(["status", "--index", str(index), "--json"], model_cache).stdout)
+    assert time.monotonic() - start < 2 * status_module.ROOT_LOOK_SECONDS + 8
+    assert shown.exit_code == 0 and "not answering" in shown.stdout
+    assert as_json["roots"][0]["present"] is None
+
+
 def test_a_missed_value_named_beside_the_first_says_so() -> None:
     from nbrecall.cli.evaluate import _where_the_value_ranks
 

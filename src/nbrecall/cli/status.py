@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,6 +23,25 @@ if TYPE_CHECKING:
 
 
 QUARANTINE_SHOWN = 10  # quarantined files `status` lists without --quarantined
+ROOT_LOOK_SECONDS = 2.0  # how long `status` waits for an indexed root to answer
+
+
+def roots_present(roots: list[str], timeout: float = ROOT_LOOK_SECONDS) -> dict[str, bool | None]:
+    """Whether each root is there: True, False, or None when it does not answer within `timeout` seconds. A share
+    whose server is down (a hard NFS or SMB mount) blocks `os.path.exists` for minutes, and `status` must still say
+    what the index holds; each look runs in a daemon thread, all at once, and a look still blocked is left behind."""
+    found: dict[str, bool] = {}
+
+    def look(root: str) -> None:
+        found[root] = os.path.exists(root)
+
+    threads = [threading.Thread(target=look, args=(root,), daemon=True) for root in roots]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return {root: found.get(root) for root in roots}
 
 
 def status(
@@ -55,7 +76,7 @@ def status(
         manifest = open_manifest(settings, readonly=True)
         stats = manifest.stats()
         roots = manifest.roots()
-    present = {r.root: os.path.exists(r.root) for r in roots}  # one look each: a share may answer slowly
+    present = roots_present([r.root for r in roots])
     share = stats["embedded"] / stats["chunks"] if stats["chunks"] else 1.0
     figures = _figure_counts(settings, manifest)
     from nbrecall.index.family_store import family_store
@@ -106,7 +127,7 @@ def status(
             rt.add_column(name, justify="left" if name in ("root", "here") else "right")
         for held in roots:
             rt.add_row(escape(held.root), f"{held.files:,}", f"{held.notebooks:,}", f"{held.quarantined:,}",
-                       "yes" if present[held.root] else "[yellow]missing[/yellow] (nbrecall forget?)")
+                       _here(present[held.root]))
         out.print(rt)
     renders = manifest.render_counts()
     if renders:
@@ -148,6 +169,12 @@ def status(
         if len(shown) < len(files):
             out.print(f"… and {len(files) - len(shown):,} more: `nbrecall status --quarantined` lists them all "
                       "(`--json` too)", soft_wrap=True, markup=False)
+
+
+def _here(present: bool | None) -> str:
+    if present is None:
+        return f"[yellow]not answering[/yellow] (no reply in {ROOT_LOOK_SECONDS:g} s: a share that is down?)"
+    return "yes" if present else "[yellow]missing[/yellow] (nbrecall forget?)"
 
 
 def _figure_counts(settings: Settings, manifest: Manifest) -> dict[str, int | str] | None:
