@@ -55,9 +55,7 @@ def _result_text(output: Output, rendered: RenderedOutput) -> str:
     data = output.data if isinstance(output.data, dict) else {}
     plain = data.get("text/plain")
     plain = strip_ansi(plain if isinstance(plain, str) else "".join(plain) if isinstance(plain, list) else "")
-    html = data.get("text/html")
-    html = "".join(html) if isinstance(html, list) else html
-    if isinstance(html, str) and (quantity := displayed_quantity(plain, html)):
+    if quantity := displayed_quantity(plain, data.get("text/html")):
         return quantity
     if plain.strip() and not OBJECT_REPR.match(plain.strip()):
         return plain
@@ -161,8 +159,8 @@ def _named(fact: Fact) -> bool:
 
 
 def _bounded(facts: list[Fact], most: int) -> list[Fact]:
-    """At most `most` facts, named numbers first: a solver's log or a printed matrix can fill a cell's bound with
-    unlabelled rows before the one named result between them."""
+    """At most `most` facts, the cell's result and its named values first (`_named`): a solver's log or a printed
+    matrix can fill a cell's bound with unlabelled rows before the one named result between them."""
     if len(facts) <= most:
         return facts
     named = [f for f in facts if _named(f)]

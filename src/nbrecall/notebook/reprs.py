@@ -55,23 +55,30 @@ def _magnitude_and_unit(match: re.Match[str]) -> str:
     return value if unit in ("", "dimensionless") else f"{value} {unit}"
 
 
+def _may_hold_unit_repr(text: str) -> bool:
+    return "Quantity" in text or "<Unit(" in text or "unyt_quantity" in text
+
+
 def unit_reprs(text: str) -> str:
     """`text` with each units-library repr written as its magnitude and unit (`134.7 kilonewton`), the way the
     quantity prints with a format; 'dimensionless' is no unit. Text without such a repr is returned unchanged."""
-    if "Quantity" not in text and "<Unit(" not in text and "unyt_quantity" not in text:
+    if not _may_hold_unit_repr(text):
         return text
     for pattern in _UNIT_REPRS:
         text = pattern.sub(_magnitude_and_unit, text)
     return text
 
 
-def displayed_quantity(plain: str, html: str) -> str | None:
-    """The quantity a result's HTML shows (`5450.100916496868 m/s`) when its `text/plain` is a units library's
-    repr of the same magnitude rounded (pint's `<Quantity(5450.10092, 'meter / second')>`). Jupyter shows the
-    HTML, so that is what a reader of the notebook sees and quotes, with every digit; the repr rounds to nine. None
-    when the HTML holds markup, is long, or shows another number."""
+def displayed_quantity(plain: str, html: object) -> str | None:
+    """The quantity a result's HTML (`html`: the output's `text/html`, a string or a list of lines) shows
+    (`5450.100916496868 m/s`) when its `text/plain` is a units library's repr of the same magnitude rounded (pint's
+    `<Quantity(5450.10092, 'meter / second')>`). Jupyter shows the HTML, so that is what a reader of the notebook
+    sees and quotes, with every digit; the repr rounds to nine. None when the HTML holds markup, is long, or shows
+    another number."""
+    if not _may_hold_unit_repr(plain) or not isinstance(html, (str, list)):
+        return None
     repr_match = next((m for pattern in _UNIT_REPRS if (m := pattern.fullmatch(plain.strip()))), None)
-    shown = html.strip()
+    shown = "".join(map(str, html)).strip() if isinstance(html, list) else html.strip()
     if repr_match is None or not shown or len(shown) > 200 or "<" in shown or "\n" in shown:
         return None
     magnitude, number = to_number(repr_match.group("value").strip()), NUMBER.search(shown)
