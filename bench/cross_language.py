@@ -24,8 +24,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from answer_ablation import open_archive, set_spec
 
+from answer_ablation import open_archive, set_spec
 from nbrecall.ingest.chunk import heading_paths
 from nbrecall.notebook.read import NotebookUnreadable, read_notebook
 from nbrecall.search.evaluate import load_queries
