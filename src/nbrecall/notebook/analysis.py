@@ -195,10 +195,6 @@ _LIMITS = (
 )
 
 
-def _is_python(nb: Notebook) -> bool:
-    return nb.is_python
-
-
 _PYLAB = re.compile(r"^\s*%pylab\b", re.M)
 _RUN = re.compile(r"^\s*%run\b", re.M)
 # What `%pylab` binds (IPython.core.pylabtools.import_pylab), besides its two star imports.
@@ -217,7 +213,7 @@ def analyse(nb: Notebook, *, imports_as_edges: bool = False) -> Analysis:
     except Exception as exc:  # defensive: the reader should never hand us anything that breaks this
         order = ExecutionOrder([], True, [], [], 1.0, False, False, [], [f"order not analysed: {exc}"])
     health = health_score(order)
-    if not _is_python(nb):
+    if not nb.is_python:
         limits = (f"This notebook's language is {nb.language}: dependency hints are computed for Python "
                   "notebooks only, so only execution order and health were analysed.")
         return Analysis(order, {}, [], [], [], health, limits)
