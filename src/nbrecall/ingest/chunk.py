@@ -83,7 +83,9 @@ TokenCounter = Callable[[list[str]], list[int]]
 #     unlabelled ones (a solver's log or a printed matrix filled it before the one named result between them)
 # 31: a table row whose index is a number under a header name is named by that name and number (`EbNo [dB] 2.0 ·
 #     BER`, `time 1.0 · GAGE1`: a sweep's parameter), and a text the same in every row (a status column) names none
-CHUNKER_VERSION = 31
+# 32: what counts as a named value in a cell's bound is `printed.leading_number`'s one number, spread or range (two
+#     numbers of a table row, `51   1`, no longer count)
+CHUNKER_VERSION = 32
 
 _SCALAR_MAX_CHARS = 160
 # Reprs that say nothing (`<Axes ... at 0x7f...>`, `Text(0.5, …)`): the converter drops the same (outputs.py).

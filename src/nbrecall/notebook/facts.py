@@ -27,7 +27,7 @@ from nbrecall.notebook.fact_types import LETTER, CellFacts, Fact, FactLimits
 from nbrecall.notebook.kernel_prints import as_printed_in, displayed
 from nbrecall.notebook.model import Cell, Notebook, Output
 from nbrecall.notebook.outputs import OutputLimits, RenderedOutput, head_tail, stream_text, strip_ansi
-from nbrecall.notebook.printed import NUMBER, OBJECT_REPR, latex_row, latex_text, timing_reports
+from nbrecall.notebook.printed import OBJECT_REPR, latex_row, latex_text, leading_number, timing_reports
 from nbrecall.notebook.printing import last_expression, print_calls, timed_statements
 from nbrecall.notebook.reprs import displayed_quantity
 from nbrecall.notebook.text_facts import text_facts
@@ -151,11 +151,7 @@ def _named(fact: Fact) -> bool:
     question asks for, unlike an array's row, an unlabelled number or a list."""
     if fact.origin == "result":
         return True  # what the cell's last expression shows is what the cell is for
-    return (
-        LETTER.search(fact.label) is not None
-        and fact.value[:1] not in "[({"
-        and (fact.number is not None or len(NUMBER.findall(fact.value)) == 2)
-    )
+    return LETTER.search(fact.label) is not None and leading_number(fact.value) is not None
 
 
 def _bounded(facts: list[Fact], most: int) -> list[Fact]:
