@@ -19,18 +19,15 @@ Needs the `fit` extra (lightgbm).
 from __future__ import annotations
 
 import argparse
-import copy
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from answer_fit import load_set  # bench/, beside this script
-from nbrecall.answer.evaluate import holds_value
-from nbrecall.answer.question import read_question
-from nbrecall.answer.rerank import TOP, features, model_scores
-from nbrecall.answer.values import ValueWeights, score
+from answer_ablation import set_spec  # bench/, beside this script
+from nbrecall.answer.rerank import model_scores
+from ranker_fit import questions
 
 FOLDS = 5
 # Fixed, not tuned per run: a small correction (few shallow trees) because an archive's labels are few.
@@ -48,20 +45,9 @@ class Item:
 
 
 def items_of(spec: str, cache: Path | None) -> tuple[str, list[Item]]:
-    data = load_set(spec, cache)
-    weights = ValueWeights()
-    out = []
-    for q, result, cands, _context in data.prepared:
-        if q.kind != "value" or not q.answer or not cands:
-            continue
-        ranked = score(read_question(q.query), copy.deepcopy(cands), result, weights)[:TOP]
-        if len(ranked) < 2:
-            continue
-        rows = features(ranked, weights)
-        right = np.array([holds_value(q.answer, c.fact.shown) or holds_value(q.answer, c.fact.statement())
-                          for c in ranked], dtype=np.float32)
-        out.append(Item(q.notebook, rows, right, model_scores(rows)))
-    return data.name, out
+    """The set's value questions as `ranker_fit.questions` reads them, with the shipped model's scores."""
+    found = questions(spec, cache)
+    return set_spec(spec)[0], [Item(q.notebook, q.rows, q.right, model_scores(q.rows)) for q in found]
 
 
 def folds(items: list[Item], k: int = FOLDS) -> list[int]:

@@ -56,6 +56,7 @@ class Question:
     rows: np.ndarray
     right: np.ndarray
     values: list[str]  # each candidate's value as printed (two candidates may hold one value)
+    notebook: str = ""  # the question's expected notebook (`archive_adapt.py` keeps a notebook in one fold)
 
 
 def archive_of(spec: str) -> str:
@@ -74,7 +75,8 @@ def questions(spec: str, cache: Path | None) -> list[Question]:
         ranked = score(read_question(q.query), copy.deepcopy(cands), result, weights)[:TOP]
         right = np.array([holds_value(q.answer, c.fact.shown) or holds_value(q.answer, c.fact.statement())
                           for c in ranked], dtype=np.float32)
-        out.append(Question(data.name, archive, features(ranked, weights), right, [c.fact.value for c in ranked]))
+        out.append(Question(data.name, archive, features(ranked, weights), right, [c.fact.value for c in ranked],
+                            q.notebook))
     return out
 
 
