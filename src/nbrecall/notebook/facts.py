@@ -159,8 +159,10 @@ def _bounded(facts: list[Fact], most: int) -> list[Fact]:
     matrix can fill a cell's bound with unlabelled rows before the one named result between them."""
     if len(facts) <= most:
         return facts
-    named = [f for f in facts if _named(f)]
-    others = [f for f in facts if not _named(f)]
+    named: list[Fact] = []
+    others: list[Fact] = []
+    for fact in facts:
+        (named if _named(fact) else others).append(fact)
     kept = {id(f) for f in _ends(named, most)} | {id(f) for f in _ends(others, max(most - len(named), 0))}
     return [f for f in facts if id(f) in kept]
 
